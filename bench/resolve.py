@@ -1,0 +1,40 @@
+"""Median in-process resolve time over the whole matrix (target < 50 ms) and `cudabox resolve` end to end (< 0.5 s)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import PY, command_ms, median_ms  # noqa: E402
+
+from cudabox import matrix  # noqa: E402
+from cudabox.errors import Unsatisfiable  # noqa: E402
+from cudabox.model import DriverVersion  # noqa: E402
+from cudabox.resolve import Request, resolve  # noqa: E402
+
+m = matrix.load()
+CASES = {
+    "torch (newest, no constraint)": Request(requirements=("torch",)),
+    "torch + torchvision, A100 + RTX 4090, driver 535": Request(
+        requirements=("torch", "torchvision"), gpus=(m.gpu("A100"), m.gpu("RTX 4090")),
+        driver=DriverVersion.parse("535.104.05")),
+    "torch + jax (one environment)": Request(requirements=("torch", "jax")),
+    "tensorflow + torch + jax": Request(requirements=("tensorflow", "torch", "jax")),
+    "unsatisfiable: torch 2.3 + jax >= 0.4.30 (with ways out)": Request(
+        requirements=("torch==2.3.*", "jax>=0.4.30")),
+}
+for label, request in CASES.items():
+    def run(request=request):
+        try:
+            resolve(m, request)
+        except Unsatisfiable:
+            pass
+    print(f"resolve  {label:58s} {median_ms(run, repeat=21):7.1f} ms   target < 50 ms")
+
+cudabox = shutil.which("cudabox", path=str(Path(PY).parent)) or "cudabox"
+env = dict(os.environ, CUDABOX_NO_HOST="1")
+e2e = command_ms([cudabox, "resolve", "--with", "torch", "--gpu", "A100", "--json"], repeat=7, env=env)
+print(f"resolve  `cudabox resolve --with torch --gpu A100 --json` end to end {e2e:7.1f} ms   target < 500 ms")

@@ -1,0 +1,102 @@
+"""The `cudabox` command line: parses, calls the library, prints.
+
+Each command group lives in its own module and imports heavy libraries
+(docker, jinja2) inside the command functions, so `cudabox --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from .. import __version__
+from . import output
+
+app = typer.Typer(
+    name="cudabox",
+    help="One isolated, validated CUDA stack per project, in a container.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool):
+    if value:
+        print(f"cudabox {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+):
+    """cudabox picks, builds, validates and runs a project's CUDA stack.
+
+    Exit codes: 0 ok, 1 a check failed, 2 bad input, 3 unsatisfiable request,
+    4 passed without a GPU (validate), 5 missing engine/runtime.
+    """
+
+
+def _register():
+    # Each module adds its commands to `app`; importing them is cheap (typer only).
+    from . import matrix  # noqa: F401
+
+    for name in ("resolve", "images", "build", "run", "ci", "cluster", "refresh"):
+        try:
+            __import__(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: runs the app and turns every failure into one line and an exit code."""
+    try:  # typer >= 0.20 vendors click
+        from typer._click import exceptions as click
+    except ImportError:  # pragma: no cover - older typer depends on click itself
+        from click import exceptions as click
+
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        app(args=args, prog_name="cudabox", standalone_mode=False)
+        return 0
+    except typer.Exit as exc:
+        return getattr(exc, "exit_code", 0)
+    except typer.Abort:
+        output.error("aborted")
+        return 130
+    except click.NoArgsIsHelpError as exc:
+        exc.show()
+        return 0
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        return 130
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "cudabox"
+        output.error(f"{exc.format_message()} (see `{where} --help`)", where=where)
+        return 2
+    except click.ClickException as exc:
+        output.error(exc.format_message())
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
+        from ..errors import CudaboxError
+
+        if isinstance(exc, CudaboxError):
+            output.report_error(exc)
+            return exc.exit_code
+        if os.environ.get("CUDABOX_DEBUG"):
+            raise
+        output.error(f"internal error: {type(exc).__name__}: {exc} (set CUDABOX_DEBUG=1 for a traceback)")
+        return 70
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

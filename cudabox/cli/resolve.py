@@ -1,0 +1,125 @@
+"""`cudabox resolve` and `cudabox lock`: pick the stack, explain it, pin it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import typer
+
+from . import app, output
+
+WITH = typer.Option(None, "--with", "-w", metavar="REQ",
+                    help="A requirement (PEP 508), repeatable. Without it, ./cudabox.yaml is read.")
+PYTHON = typer.Option(None, "--python", help="Python version or specifier (3.11, >=3.10).")
+GPU = typer.Option(None, "--gpu", "-g", metavar="GPU",
+                   help="A GPU the image must run on (name, alias, nvidia-smi name, sm_89, 8.9); repeatable.")
+DRIVER = typer.Option(None, "--driver", metavar="VERSION", help="Oldest host driver the image must run on.")
+CUDA = typer.Option(None, "--cuda", metavar="SPEC", help="CUDA version: 12.1 means 12.1.x; specifiers work too.")
+CUDNN = typer.Option(None, "--cudnn", metavar="SPEC", help="cuDNN version or specifier (9, 8.9).")
+FLAVOUR = typer.Option(None, "--flavour", help="auto | slim | runtime | devel.")
+FORWARD = typer.Option(False, "--allow-forward-compat",
+                       help="Allow CUDA forward compatibility (cuda-compat; datacenter GPUs only).")
+EOL = typer.Option(False, "--allow-eol-images", help="Allow end-of-life (not yet deleted) nvidia/cuda tags.")
+NO_HOST = typer.Option(False, "--no-host", help="Ignore this host's driver and GPUs (also CUDABOX_NO_HOST=1).")
+JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
+DIRECTORY = typer.Option(Path("."), "--project", "-C", help="Project directory.")
+
+
+def _spec(directory: Path, with_: list[str] | None, **flags):
+    from ..resolve import parse_cli_values
+    from ..spec import FLAVOURS, load_spec, spec_from_flags
+
+    values = parse_cli_values(python=flags["python"], cuda=flags["cuda"], cudnn=flags["cudnn"],
+                              driver=flags["driver"])
+    if flags["flavour"] is not None:
+        if flags["flavour"] not in FLAVOURS:
+            from ..errors import InputError
+
+            raise InputError(f"--flavour: {flags['flavour']!r}: expected one of {', '.join(FLAVOURS)}")
+        values["flavour"] = flags["flavour"]
+    if flags["gpu"]:
+        values["gpus"] = tuple(flags["gpu"])
+    if flags["forward"]:
+        values["allow_forward_compat"] = True
+    if with_:
+        return spec_from_flags(directory, list(with_), **values)
+    return replace(load_spec(directory), **values)
+
+
+def _resolution(directory, with_, no_host, eol, **flags):
+    from ..project import resolve_project
+
+    spec = _spec(directory, with_, **flags)
+    return resolve_project(spec, no_host=no_host, allow_eol_images=eol or None)
+
+
+@app.command()
+def resolve(with_: list[str] = WITH, python: str = PYTHON, gpu: list[str] = GPU, driver: str = DRIVER,
+            cuda: str = CUDA, cudnn: str = CUDNN, flavour: str = FLAVOUR, allow_forward_compat: bool = FORWARD,
+            allow_eol_images: bool = EOL, no_host: bool = NO_HOST, json: bool = JSON,
+            project: Path = DIRECTORY):
+    """Pick the stack for a project and say why (exit 3 with the reasons when none exists)."""
+    output.use_json(json)
+    res = _resolution(project, with_, no_host, allow_eol_images, python=python, gpu=gpu, driver=driver,
+                      cuda=cuda, cudnn=cudnn, flavour=flavour, forward=allow_forward_compat)
+    stack = res.stack
+    if json:
+        data = stack.to_dict()
+        data["stack_hash"] = stack.hash
+        data["other_requirements"] = list(res.others)
+        output.emit_json(data)
+        return
+    print_stack(stack, res.others)
+
+
+def print_stack(stack, others=()) -> None:
+    from rich.table import Table
+
+    con = output.console()
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [("Python", f"{stack.python} ({stack.python_install})"), ("CUDA", stack.cuda),
+            ("cuDNN", stack.cudnn or "—"), ("flavour", stack.flavour), ("base image", stack.base_image)]
+    for name, version in stack.packages.items():
+        rows.append(("package", f"{name}=={version}"))
+    for req in others:
+        rows.append(("package", f"{req} (project)"))
+    for url in stack.index_urls:
+        rows.append(("index", url))
+    rows += [("requires", stack.requirement), ("min driver", f"{stack.min_driver or '—'} ({stack.driver_mode})"),
+             ("stack", stack.hash[:12])]
+    for key, value in rows:
+        table.add_row(key, value)
+    con.print(table)
+    con.print("[bold]Why[/]")
+    for line in stack.why:
+        con.print(f"  • {line}")
+    for line in stack.warnings:
+        con.print(f"  [yellow]! {line}[/]")
+
+
+@app.command()
+def lock(check: bool = typer.Option(False, "--check", help="Exit 1 when cudabox.yaml changed since the lock."),
+         python: str = PYTHON, gpu: list[str] = GPU, driver: str = DRIVER, cuda: str = CUDA, cudnn: str = CUDNN,
+         flavour: str = FLAVOUR, allow_forward_compat: bool = FORWARD, allow_eol_images: bool = EOL,
+         no_host: bool = NO_HOST, json: bool = JSON, project: Path = DIRECTORY):
+    """Resolve ./cudabox.yaml and write cudabox.lock atomically (or --check that it is current)."""
+    from ..lock import LOCK_FILE, check_lock, write_lock
+
+    output.use_json(json)
+    if check:
+        why = check_lock(project)
+        output.emit_json({"stale": False, "detail": why}) if json else print(why)
+        return
+    res = _resolution(project, None, no_host, allow_eol_images, python=python, gpu=gpu, driver=driver,
+                      cuda=cuda, cudnn=cudnn, flavour=flavour, forward=allow_forward_compat)
+    lk = res.lock()
+    path = write_lock(lk, project)
+    if json:
+        output.emit_json({"lock": str(path), "lock_hash": lk.hash, "stack_hash": lk.stack_hash,
+                          "stack": res.stack.to_dict()})
+        return
+    print_stack(res.stack, res.others)
+    output.console().print(f"wrote {LOCK_FILE} (stack {lk.stack_hash[:12]}, lock {lk.hash[:12]})")

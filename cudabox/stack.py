@@ -1,0 +1,83 @@
+"""The resolved stack: what goes into the image, and why. Serialised into cudabox.lock."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+
+@dataclass(frozen=True)
+class Target:
+    """A GPU the image must run on, with what the smoke test judges its kernels against."""
+
+    gpu: str
+    cc: str
+    sm: str
+    peak_fp16_tflops: float | None = None
+    peak_bandwidth_gbs: float | None = None
+
+
+@dataclass(frozen=True)
+class FrameworkPick:
+    name: str  # torch | tensorflow | jax
+    version: str  # 2.7.1
+    variant: str  # cu128 | and-cuda | system | cuda12
+    arch: str  # human description of the compiled arch list
+    status: str = "verified"  # data confidence of the matrix record it came from
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One concrete, runnable CUDA stack."""
+
+    python: str  # "3.11"
+    python_install: str  # os | uv
+    cuda: str  # CUDA minor of the stack ("12.8")
+    cudnn: str | None  # exact cuDNN version ("9.10.2.21") or None
+    flavour: str  # slim | runtime | devel
+    base_image: str  # debian:bookworm-slim | nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
+    os: str  # debian12 | ubuntu24.04
+    packages: dict  # name -> exact version (or X.Y.* for NVIDIA wheels whose patch the matrix doesn't know)
+    requirements: tuple[str, ...]  # pip requirement lines of the stack, in install order
+    index_urls: tuple[str, ...]  # extra package indexes (download.pytorch.org/whl/cu128)
+    requirement: str  # NVIDIA_REQUIRE_CUDA
+    min_driver: str | None  # oldest driver the stack runs on (given its driver mode)
+    driver_mode: str  # native | minor-compat | forward-compat | unknown
+    targets: tuple[Target, ...] = ()
+    frameworks: tuple[FrameworkPick, ...] = ()
+    why: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+    # The fields that change what gets built; `why`/`warnings` explain but don't build.
+    BUILD_FIELDS = ("python", "python_install", "cuda", "cudnn", "flavour", "base_image", "os", "packages",
+                    "requirements", "index_urls", "requirement", "targets")
+
+    def to_dict(self) -> dict:
+        return json.loads(json.dumps(asdict(self)))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Stack":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["targets"] = tuple(Target(**t) for t in values.get("targets", ()))
+        values["frameworks"] = tuple(FrameworkPick(**f) for f in values.get("frameworks", ()))
+        for key in ("requirements", "index_urls", "why", "warnings"):
+            values[key] = tuple(values.get(key, ()))
+        return cls(**values)
+
+    @property
+    def hash(self) -> str:
+        """Content address of the stack: every project with the same stack shares its image."""
+        data = self.to_dict()
+        return digest({k: data[k] for k in self.BUILD_FIELDS})
+
+    @property
+    def framework_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.frameworks)
+
+
+def digest(obj) -> str:
+    """sha256 of canonical JSON."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
