@@ -133,6 +133,10 @@ class Chooser:
 
     def _cudnn_choices(self, specs, cuda_major: int) -> list[str]:
         """Known cuDNN builds with a wheel for this CUDA major that satisfy every spec, newest first."""
+        exact = [spec[2:] for spec in specs if spec and spec.startswith("==") and "," not in spec and "*" not in spec]
+        if exact:  # a framework's exact pin is itself evidence that its wheel exists
+            v = exact[0]
+            return [v] if all(Version(v) in SpecifierSet(s) for s in specs if s) else []
         wheel = f"cu{cuda_major}"
         out = []
         for c in reversed(self.m.cudnn_builds()):

@@ -102,8 +102,8 @@ class ArchList:
         """How a GPU of compute capability `cc` is served: "sass sm_86", "ptx compute_90", or None.
 
         SASS for M.K runs on M.N when K <= N (same major); arch-specific
-        `a` targets run only on exactly their CC and don't count; family `f`
-        targets count like plain SASS within their major. PTX for any arch
+        `a` targets run only on exactly their CC; family `f` targets count
+        like plain SASS within their major. PTX for any arch
         <= cc is JIT-compiled by the driver, which needs the driver to run the
         build's CUDA natively (`ptx_jit`).
         """
@@ -111,7 +111,7 @@ class ArchList:
         best = None
         for target in self.sass:
             _, t_major, t_minor, suffix = parse_arch(target)
-            if suffix == "a" or t_major != major or t_minor > minor:
+            if t_major != major or t_minor > minor or (suffix == "a" and t_minor != minor):
                 continue
             if best is None or t_minor > best[0]:
                 best = (t_minor, target)

@@ -195,12 +195,18 @@ class Resolver:
     # ---- preference order
 
     def _versions(self, builds: list[Build]) -> list[list[Build]]:
-        """Group builds by version, newest version first; within a version, newest CUDA first."""
+        """Group builds by version, newest version first; within a version, the newest CUDA the driver
+        runs natively first, then those it runs only in a compatibility mode."""
         groups: dict[str, list[Build]] = {}
         for b in builds:
             groups.setdefault(b.version, []).append(b)
         ordered = sorted(groups.items(), key=lambda kv: Version(kv[0]), reverse=True)
-        return [sorted(g, key=lambda b: (cuda_version(b.cuda), b.pypi_default), reverse=True) for _, g in ordered]
+
+        def preference(b: Build):
+            mode = self.env.driver_mode(b.cuda)[0]
+            return (mode in ("native", "unknown"), mode == "minor-compat", cuda_version(b.cuda), b.pypi_default)
+
+        return [sorted(g, key=preference, reverse=True) for _, g in ordered]
 
     def resolve(self) -> Stack:
         frameworks = [f for f in FRAMEWORKS if f in self.wants]
@@ -239,7 +245,8 @@ class Resolver:
         for a, b in itertools.combinations(combo, 2):
             problem = pair_conflict(self.m, a, b)
             if problem:
-                self._note(f"pair:{a.framework}:{b.framework}", problem, a, b)
+                kind, text = problem
+                self._note(f"pair:{a.framework}:{b.framework}:{kind}", text, a, b)
                 return True
         return False
 
@@ -290,6 +297,8 @@ def summarize(problems: list[Problem]) -> list[str]:
         groups.setdefault(key, []).append(p)
     lines = []
     for ps in groups.values():
+        if ps[0].other is not None:  # a pair conflict: show the one closest to fitting (oldest partner)
+            ps = sorted(ps, key=lambda p: Version(p.other.version))
         texts = list(dict.fromkeys(p.text for p in ps))
         line = texts[0]
         if len(texts) > 1:
@@ -303,23 +312,24 @@ def summarize(problems: list[Problem]) -> list[str]:
     return lines
 
 
-def pair_conflict(m: Matrix, a: Build, b: Build) -> str | None:
-    """Can two framework builds share one Python environment? None, or the conflicting facts."""
+def pair_conflict(m: Matrix, a: Build, b: Build) -> tuple[str, str] | None:
+    """Can two framework builds share one Python environment? None, or (kind, the conflicting facts)."""
     la, lb = series_label(a), series_label(b)
-    if a.wheels_cuda and b.wheels_cuda and a.cuda_major != b.cuda_major:
-        return (f"{la} uses CUDA {a.cuda_major} wheels but {lb} uses CUDA {b.cuda_major} wheels; "
-                "one environment can't hold both")
-    if a.wheels_cuda != b.wheels_cuda and a.cuda_major != b.cuda_major:
-        return f"{la} needs CUDA {a.cuda_major} but {lb} needs CUDA {b.cuda_major}"
+    if not any(a.python.allows(p) and b.python.allows(p) for p in m.known_pythons):
+        return "python", (f"{la} supports Python {a.python.describe()} but {lb} supports "
+                          f"{b.python.describe()}; no Python fits both")
+    if a.cuda_major != b.cuda_major:
+        return "cuda-major", (f"{la} uses CUDA {a.cuda_major} but {lb} uses CUDA {b.cuda_major}; "
+                              "one environment can't hold both")
     if a.cudnn and b.cudnn:
         both = SpecifierSet(a.cudnn) & SpecifierSet(b.cudnn)
         if not any(Version(c.version) in both for c in m.cudnn_builds()):
-            return f"{la} {cudnn_words(a.cudnn)} but {lb} {cudnn_words(b.cudnn)}"
+            return "cudnn", f"{la} {cudnn_words(a.cudnn)} but {lb} {cudnn_words(b.cudnn)}"
     if a.cuda_runtime and b.cuda_runtime:
         ra, rb = SpecifierSet(a.cuda_runtime), SpecifierSet(b.cuda_runtime)
         exact = [s[2:] for s in (a.cuda_runtime, b.cuda_runtime) if s.startswith("==") and "," not in s]
         if exact and not all(Version(v) in ra and Version(v) in rb for v in exact):
-            return (f"{la} pins the CUDA runtime wheel {a.cuda_runtime} but {lb} pins {b.cuda_runtime}")
+            return "runtime", f"{la} pins the CUDA runtime wheel {a.cuda_runtime} but {lb} pins {b.cuda_runtime}"
     return None
 
 
@@ -339,7 +349,8 @@ def ways_out(m: Matrix, request: Request) -> list[str]:
     """Re-resolve with one constraint relaxed; each success is a suggestion."""
     tries = []
     if request.driver is not None:
-        tries.append(("driver", replace(request, driver=None)))
+        for driver in _driver_upgrades(m, request.driver):
+            tries.append(("driver", replace(request, driver=driver)))
     wants, others = split_requirements(request.requirements)
     pinned = [w for w in wants.values() if str(w.spec) or w.variant]
     for w in pinned:
@@ -353,14 +364,23 @@ def ways_out(m: Matrix, request: Request) -> list[str]:
         tries.append((f"gpu:{g.name}", replace(request, gpus=tuple(x for x in request.gpus if x is not g))))
     if request.flavour != "auto":
         tries.append(("flavour", replace(request, flavour="auto")))
-    out = []
+    out, done = [], set()
     for what, relaxed in tries:
+        if what in done:
+            continue
         try:
             stack = Resolver(m, relaxed).resolve()
         except (Unsatisfiable, InputError):
             continue
-        out.append("way out: " + _suggest(what, stack, request))
+        done.add(what)
+        out.append("way out: " + _suggest(what, stack, relaxed))
     return out
+
+
+def _driver_upgrades(m: Matrix, current: DriverVersion) -> list[DriverVersion]:
+    """Newer drivers to try, smallest first: each toolkit's first driver above the current one."""
+    drivers = {tk.min_driver for tk in m.toolkits if tk.min_driver and tk.min_driver > current}
+    return sorted(drivers)
 
 
 def _is_for(requirement: str, name: str) -> bool:
@@ -373,7 +393,7 @@ def _is_for(requirement: str, name: str) -> bool:
 def _suggest(what: str, stack: Stack, request: Request) -> str:
     picks = ", ".join(f"{f.name} {f.version} ({f.variant})" for f in stack.frameworks) or f"CUDA {stack.cuda}"
     if what == "driver":
-        return f"upgrade the driver to >= {stack.min_driver} (then: {picks})"
+        return f"upgrade the driver to >= {request.driver} (then: {picks})"
     if what.startswith("requirement:"):
         name = what.split(":", 1)[1]
         pick = next((f for f in stack.frameworks if f.name == name), None)

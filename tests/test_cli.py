@@ -1,0 +1,98 @@
+"""The command line contract: exit codes, --json shapes, one-line errors (issues 2 and 3)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support import run_cli
+
+
+def test_version_and_help_are_fast_paths():
+    assert run_cli("--version", check=0).stdout.startswith("cudabox ")
+    out = run_cli("--help", check=0).stdout
+    assert "resolve" in out and "matrix" in out
+
+
+def test_unknown_option_is_one_line_exit_2():
+    proc = run_cli("resolve", "--frobnicate")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--frobnicate" in proc.stderr
+
+
+def test_matrix_show_json_and_table():
+    data = json.loads(run_cli("matrix", "show", "gpus", "--json", check=0).stdout)
+    assert any(g["name"] == "Tesla V100 SXM2 32 GB" and g["cc"] == "7.0" for g in data)
+    table = run_cli("matrix", "show", "drivers", check=0).stdout
+    assert "R565" in table and "12.7" in table
+
+
+def test_matrix_gpu_names_toolkits_and_frameworks():
+    data = json.loads(run_cli("matrix", "gpu", "NVIDIA GeForce RTX 5090", "--json", check=0).stdout)
+    assert data["gpu"]["cc"] == "12.0"
+    assert data["toolkits"][0]["cuda"] == "12.8"
+    assert any(f["framework"] == "torch" and f["series"] == "2.7" and "cu128" in f["variants"]
+               for f in data["frameworks"])
+    assert not any(f["framework"] == "torch" and f["series"] == "2.6" for f in data["frameworks"])
+
+
+def test_matrix_gpu_unknown_exit_2_with_suggestion():
+    proc = run_cli("matrix", "gpu", "RTX 4909")
+    assert proc.returncode == 2 and "RTX 4090" in proc.stderr
+
+
+def test_matrix_check_passes():
+    proc = run_cli("matrix", "check", "--json", check=0)
+    assert json.loads(proc.stdout)["errors"] == []
+
+
+def test_resolve_json_contract():
+    proc = run_cli("resolve", "--with", "torch==2.7.*", "--gpu", "A100", "--python", "3.11", "--json", check=0)
+    data = json.loads(proc.stdout)
+    for key in ("python", "cuda", "cudnn", "packages", "base_image", "requirement", "why"):
+        assert key in data
+    assert data["python"] == "3.11" and data["packages"]["torch"].startswith("2.7.1")
+    assert data["requirement"].startswith("cuda>=") and isinstance(data["why"], list)
+
+
+def test_resolve_unsatisfiable_exit_3_json_reasons():
+    proc = run_cli("resolve", "--with", "torch==2.3.*", "--with", "jax>=0.4.30", "--json")
+    assert proc.returncode == 3
+    data = json.loads(proc.stdout)
+    assert data["error"] and any("cuDNN 8.9.2.26" in r for r in data["reasons"])
+
+
+def test_resolve_bad_inputs_exit_2():
+    for args, needle in [(["--gpu", "GTX 9999"], "unknown GPU"), (["--driver", "five-thirty"], "--driver"),
+                         (["--python", "three"], "--python")]:
+        proc = run_cli("resolve", "--with", "torch", *args)
+        assert proc.returncode == 2, proc.stderr
+        assert needle in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("resolve", "--with", "torch>=>2", "--json")
+    assert proc.returncode == 2 and "invalid requirement" in json.loads(proc.stdout)["error"]
+
+
+def test_lock_writes_and_check_detects_change(tmp_path):
+    (tmp_path / "cudabox.yaml").write_text('name: demo\npython: "3.11"\ncuda: "12.8"\n')
+    run_cli("lock", cwd=tmp_path, check=0)
+    lock = json.loads((tmp_path / "cudabox.lock").read_text())
+    assert lock["lockfile"] == "cudabox.lock/v1" and lock["stack"]["cuda"] == "12.8"
+    run_cli("lock", "--check", cwd=tmp_path, check=0)
+    (tmp_path / "cudabox.yaml").write_text('name: demo\npython: "3.11"\ncuda: "12.6"\n')
+    proc = run_cli("lock", "--check", cwd=tmp_path)
+    assert proc.returncode == 1 and "changed" in proc.stderr
+
+
+def test_spec_errors_name_file_and_line(tmp_path):
+    (tmp_path / "cudabox.yaml").write_text('name: demo\ncuda: "12.8"\ngpus: [A100]\nflavor: slim\n')
+    proc = run_cli("resolve", cwd=tmp_path)
+    assert proc.returncode == 2 and "cudabox.yaml:4: unknown key 'flavor'; did you mean 'flavour'?" in proc.stderr
+    (tmp_path / "cudabox.yaml").write_text('name: demo\ncuda: "12.8"\nsystem_packages: ["git; rm -rf /"]\n')
+    proc = run_cli("resolve", cwd=tmp_path)
+    assert proc.returncode == 2 and "cudabox.yaml:3:" in proc.stderr
+
+
+def test_failed_lock_leaves_no_file(tmp_path):
+    (tmp_path / "cudabox.yaml").write_text('name: demo\ncuda: "12.4"\ngpus: ["RTX 5090"]\n')
+    proc = run_cli("lock", cwd=tmp_path)
+    assert proc.returncode == 3 and not (tmp_path / "cudabox.lock").exists()
+    assert list(tmp_path.iterdir()) == [tmp_path / "cudabox.yaml"]
