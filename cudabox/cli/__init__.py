@@ -17,9 +17,12 @@ from . import output
 app = typer.Typer(
     name="cudabox",
     help="One isolated, validated CUDA stack per project, in a container.",
+    epilog="Exit codes: 0 ok, 1 a check failed, 2 bad input, 3 unsatisfiable request, "
+           "4 passed without a GPU (validate), 5 missing engine or runtime. Reference: docs/.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: fast start-up (no rich import for --help)
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -35,11 +38,7 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ):
-    """cudabox picks, builds, validates and runs a project's CUDA stack.
-
-    Exit codes: 0 ok, 1 a check failed, 2 bad input, 3 unsatisfiable request,
-    4 passed without a GPU (validate), 5 missing engine/runtime.
-    """
+    """One isolated, validated CUDA stack per project, in a container."""
 
 
 def _register():
@@ -59,12 +58,12 @@ _register()
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: runs the app and turns every failure into one line and an exit code."""
+    args = sys.argv[1:] if argv is None else argv
     try:  # typer >= 0.20 vendors click
         from typer._click import exceptions as click
     except ImportError:  # pragma: no cover - older typer depends on click itself
         from click import exceptions as click
 
-    args = sys.argv[1:] if argv is None else argv
     try:
         app(args=args, prog_name="cudabox", standalone_mode=False)
         return 0

@@ -9,7 +9,7 @@ import typer
 
 from . import app, output
 
-matrix_app = typer.Typer(help="Show and check the compatibility matrix (matrices/ + overlays).",
+matrix_app = typer.Typer(help="Show and check the compatibility matrix (matrices/ + overlays).", rich_markup_mode=None,
                          no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
 
