@@ -1,0 +1,56 @@
+"""Host detection and how host facts feed the resolution (issue 3)."""
+
+from __future__ import annotations
+
+import json
+
+from cudabox import host
+from cudabox.project import resolve_project
+from cudabox.spec import spec_from_flags
+from tests.support import run_cli
+
+
+def test_no_host_flag_and_env_ignore_the_host(monkeypatch):
+    monkeypatch.setenv("CUDABOX_DRIVER_VERSION", "535.104.05")
+    assert host.detect(ignore=True).ignored
+    monkeypatch.setenv("CUDABOX_NO_HOST", "1")
+    assert host.detect().ignored
+
+
+def test_environment_describes_a_host(monkeypatch):
+    monkeypatch.delenv("CUDABOX_NO_HOST")
+    monkeypatch.setenv("CUDABOX_DRIVER_VERSION", "470.82.01")
+    monkeypatch.setenv("CUDABOX_GPUS", "Tesla V100-SXM2-32GB, NVIDIA A100-SXM4-80GB")
+    h = host.detect()
+    assert h.driver == "470.82.01" and [g.name for g in h.gpus] == ["Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB"]
+
+
+def test_this_machine_has_no_nvidia_driver(monkeypatch):
+    monkeypatch.delenv("CUDABOX_NO_HOST")
+    h = host.detect()
+    assert not h.gpus and not h.ignored
+
+
+def test_host_driver_and_gpus_constrain_the_stack(monkeypatch, tmp_path, matrix):
+    monkeypatch.delenv("CUDABOX_NO_HOST")
+    monkeypatch.setenv("CUDABOX_DRIVER_VERSION", "470.82.01")
+    monkeypatch.setenv("CUDABOX_GPUS", "Tesla V100-SXM2-32GB")
+    res = resolve_project(spec_from_flags(tmp_path, ["torch==2.4.*"]), matrix=matrix)
+    torch = next(f for f in res.stack.frameworks if f.name == "torch")
+    assert torch.variant == "cu118" and res.stack.driver_mode == "minor-compat"
+    assert any("host: driver 470.82.01" in w for w in res.stack.why)
+
+
+def test_explicit_values_win_over_the_host(monkeypatch, tmp_path, matrix):
+    monkeypatch.delenv("CUDABOX_NO_HOST")
+    monkeypatch.setenv("CUDABOX_DRIVER_VERSION", "470.82.01")
+    spec = spec_from_flags(tmp_path, ["torch==2.4.*"], driver="550.54.14", gpus=("H100",))
+    res = resolve_project(spec, matrix=matrix)
+    assert res.request.driver.text == "550.54.14" and res.request.gpus[0].cc == "9.0"
+
+
+def test_no_gpu_host_says_what_it_assumed(monkeypatch):
+    monkeypatch.delenv("CUDABOX_NO_HOST")
+    data = json.loads(run_cli("resolve", "--with", "torch", "--json", check=0,
+                              env={"CUDABOX_NO_HOST": ""}).stdout)
+    assert any("no NVIDIA driver or GPU on this host" in w for w in data["why"])
