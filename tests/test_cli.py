@@ -96,3 +96,8 @@ def test_failed_lock_leaves_no_file(tmp_path):
     proc = run_cli("lock", cwd=tmp_path)
     assert proc.returncode == 3 and not (tmp_path / "cudabox.lock").exists()
     assert list(tmp_path.iterdir()) == [tmp_path / "cudabox.yaml"]
+
+
+def test_failing_check_exits_1():
+    proc = run_cli("matrix", "check", "--strict")  # the bundled data has unverified records: warnings
+    assert proc.returncode == 1 and "FAILED" in proc.stdout

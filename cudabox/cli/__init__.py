@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         from click import exceptions as click
 
     try:
-        app(args=args, prog_name="cudabox", standalone_mode=False)
-        return 0
+        rc = app(args=args, prog_name="cudabox", standalone_mode=False)
+        return rc if isinstance(rc, int) else 0  # typer.Exit(n) comes back as a return value here
     except typer.Exit as exc:
         return getattr(exc, "exit_code", 0)
     except typer.Abort:
