@@ -42,6 +42,7 @@ from .model import (
     SlimBase,
     Source,
     Thresholds,
+    Tool,
     Toolkit,
     cc_tuple,
     cuda_version,
@@ -61,7 +62,7 @@ IDENTITY = {
     "torch": {"releases": "series", "companions.torchvision": "version", "companions.torchaudio": "version"},
     "tensorflow": {"releases": "series"},
     "jax": {"releases": "versions"},
-    "images": {"os": "os", "slim": "image", "nvidia_cuda": "cuda"},
+    "images": {"os": "os", "slim": "image", "nvidia_cuda": "cuda", "tools": "name"},
 }
 
 STATUSES = ("verified", "unverified", "inferred")
@@ -358,6 +359,7 @@ class Matrix:
     os_info: dict[str, OSInfo] = field(default_factory=dict)
     slim: list[SlimBase] = field(default_factory=list)
     cuda_images: list[CudaImage] = field(default_factory=list)  # oldest first
+    tools: dict[str, Tool] = field(default_factory=dict)  # build tools pinned for image builds (uv)
 
     # ---- CUDA and drivers
 
@@ -693,6 +695,11 @@ def _read_images(doc, m: Matrix):
         info = OSInfo(os=r.get("os", _str), python=r.get("python", _minor), prov=r.prov())
         r.done()
         m.os_info[info.os] = info
+    for node in _records(doc, "tools", "images.yaml"):
+        r = _rec(node, "tool")
+        tool = Tool(name=r.get("name", _str), version=r.get("version", _version), prov=r.prov())
+        r.done()
+        m.tools[tool.name] = tool
     for node in _records(doc, "slim", "images.yaml"):
         r = _rec(node, "slim base")
         m.slim.append(SlimBase(image=r.get("image", _str), os=r.get("os", _str), prov=r.prov()))
@@ -700,7 +707,6 @@ def _read_images(doc, m: Matrix):
     for node in _records(doc, "nvidia_cuda", "images.yaml"):
         r = _rec(node, "nvidia/cuda image")
         lifecycle = r.get("status", _choice(*IMAGE_STATUSES))
-        r.used.add("status")
         image = CudaImage(
             cuda=r.get("cuda", _version), lifecycle=lifecycle, require=r.get("require", _optional(_str), None),
             cudnn=r.get("cudnn", _optional(_version), None),

@@ -58,6 +58,8 @@ def _records(m: Matrix):
         yield f"slim base {s.image}", s.prov
     for i in m.cuda_images:
         yield f"nvidia/cuda {i.cuda}", i.prov
+    for t in m.tools.values():
+        yield f"tool {t.name}", t.prov
 
 
 def _check_sources(m: Matrix, label: str, prov: Provenance, out: CheckResult):

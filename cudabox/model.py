@@ -381,6 +381,15 @@ class SlimBase:
     prov: Provenance
 
 
+@dataclass(frozen=True)
+class Tool:
+    """A build tool pinned for image builds (uv), from PyPI."""
+
+    name: str
+    version: str
+    prov: Provenance
+
+
 IMAGE_STATUSES = ("supported", "end-of-life", "deleted")
 
 

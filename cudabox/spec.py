@@ -21,11 +21,11 @@ FLAVOURS = ("auto", "slim", "runtime", "devel")
 PYTHON_INSTALLS = ("auto", "os", "uv")
 SPEC_FILE = "cudabox.yaml"
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-_APT_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~-]+)?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
-_URL = re.compile(r"^https?://[^\s'\"\\]+$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+APT_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~-]+)?$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+URL = re.compile(r"^https?://[^\s'\"\\]+$")
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None) -> Proje
     digest = hashlib.sha256(raw)
 
     name = r.str("name") or _default_name(directory)
-    if not _NAME.match(name):
+    if not NAME.match(name):
         raise r.err("name", f"{name!r} is not a valid project name (lowercase letters, digits, '.', '_', '-')")
     requirements = [r.check("requirements", lambda v=v: parse_requirement(v, what="requirement"))
                     for v in r.list("requirements")]
@@ -228,7 +228,7 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None) -> Proje
 
     system_packages = r.list("system_packages")
     for pkg in system_packages:
-        if not _APT_PACKAGE.match(pkg):
+        if not APT_PACKAGE.match(pkg):
             raise r.err("system_packages", f"{pkg!r} is not a Debian/Ubuntu package name")
     env = _read_env(doc, shown)
     run = r.list("run")
@@ -236,13 +236,13 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None) -> Proje
         if "\x00" in cmd:
             raise r.err("run", "commands may not contain NUL bytes")
     workdir = r.str("workdir", "/workspace")
-    if not _CONTAINER_PATH.match(workdir) or ".." in workdir.split("/"):
+    if not CONTAINER_PATH.match(workdir) or ".." in workdir.split("/"):
         raise r.err("workdir", f"{workdir!r} must be an absolute container path of plain characters")
     ca_cert = r.str("ca_cert")
     index_url = r.str("index_url")
     extra = r.list("extra_index_urls") + indexes
     for key, url in [("index_url", index_url)] + [("extra_index_urls", u) for u in extra]:
-        if url is not None and not _URL.match(url):
+        if url is not None and not URL.match(url):
             raise r.err(key, f"{url!r} is not an http(s) URL")
     forward = doc.get("allow_forward_compat", False)
     if not isinstance(forward, bool):
@@ -267,7 +267,7 @@ def _read_env(doc: Node, shown: str) -> list[tuple[str, str]]:
         raise located(shown, doc.line_of("env"), "env: expected a mapping of NAME: value")
     out = []
     for key, value in env.items():
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
+        if not isinstance(key, str) or not ENV_NAME.match(key):
             raise located(shown, env.line_of(key), f"env: {key!r} is not a valid environment variable name")
         if isinstance(value, (list, dict)) or value is None:
             raise located(shown, env.line_of(key), f"env: {key}: expected a string value")
