@@ -1,0 +1,449 @@
+"""`cudabox matrix refresh` (issue 8): derivation from recorded PyPI metadata, the bundled data against
+PyPI, overlays the resolver picks up, and the client's network manners (on a real local HTTP server).
+
+Recorded responses live in tests/fixtures/pypi (re-record with tests/fixtures/pypi/record.py).
+Releases newer than anything real are synthesised by `synthetic_pypi` below and say so.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import threading
+import time
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.specifiers import SpecifierSet
+
+from cudabox import matrix, matrix_check, paths
+from cudabox.pypi import Client, FixtureTransport, HTTPTransport
+from cudabox.refresh import (
+    FRAMEWORKS,
+    companion_pin,
+    jax_plugin_pins,
+    jax_plugins,
+    newer_releases,
+    pytorch_variants,
+    releases,
+    tf_and_cuda,
+    torch_pins,
+)
+from cudabox.refresh_write import run
+from tests.support import REPO, run_cli
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pypi"
+
+# Bundled records that disagree with PyPI's metadata, reported to the maintainers. The test below
+# fails when one of them is fixed: then delete the entry.
+KNOWN_DISAGREEMENTS: dict = {}  # (package, version) -> why; empty: the bundled pins equal PyPI's
+
+
+@pytest.fixture(scope="module")
+def pypi(tmp_path_factory):
+    return Client(FixtureTransport(FIXTURES), cache_dir=tmp_path_factory.mktemp("pypi-cache"))
+
+
+def requires(client: Client, name: str, version: str) -> list[str]:
+    rel = releases(client.project(name))[version]
+    return client.metadata(name, version, rel.wheel).requires_dist
+
+
+def bundled(subject: str) -> dict:
+    return yaml.safe_load((REPO / "matrices" / f"{subject}.yaml").read_text())
+
+
+def same_spec(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    norm = (lambda s: s if s[0] in "=<>!~" else f"=={s}")
+    return SpecifierSet(norm(str(a))) == SpecifierSet(norm(str(b)))
+
+
+# --------------------------------------------------------------------------- derivation (issue's examples)
+
+
+def test_torch_2_4_1_pins_cuda_12_1_and_cudnn_9_1_0_70(pypi):
+    assert torch_pins(requires(pypi, "torch", "2.4.1")) == {
+        "variant": "cu121", "cuda": "12.1", "cuda_runtime": "12.1.105", "cudnn": "9.1.0.70"}
+
+
+def test_torch_2_11_0_pins_cuda_13_0_via_cuda_toolkit_and_cudnn_cu13(pypi):
+    deps = requires(pypi, "torch", "2.11.0")
+    assert torch_pins(deps) == {"variant": "cu130", "cuda": "13.0", "cuda_runtime": "13.0.2", "cudnn": "9.19.0.56"}
+    assert any(d.startswith("nvidia-cudnn-cu13==9.19.0.56") for d in deps)
+
+
+def test_jax_0_6_0_needs_cudnn_9_8(pypi):
+    plugins = jax_plugins(requires(pypi, "jax", "0.6.0"))
+    assert set(plugins) == {"cuda12"} and "0.6.0" in plugins["cuda12"]
+    assert jax_plugin_pins(requires(pypi, "jax-cuda12-plugin", "0.6.0")) == {"cudnn": ">=9.8,<10", "cuda_min": "12.1"}
+
+
+def test_tensorflow_2_15_1_and_cuda_pins_cuda_12_2_cudnn_8_9_4_25(pypi):
+    assert tf_and_cuda(requires(pypi, "tensorflow", "2.15.1")) == {
+        "cuda_major": 12, "cuda_runtime": "==12.2.140", "cudnn": "==8.9.4.25"}
+
+
+def test_more_derivations(pypi):
+    assert torch_pins(requires(pypi, "torch", "1.12.1"))["variant"] is None  # bundles CUDA: no nvidia-* deps
+    assert torch_pins(requires(pypi, "torch", "1.13.1"))["variant"] == "cu117"  # old "(==x) ; marker" syntax
+    assert companion_pin(requires(pypi, "torchvision", "0.19.1")) == "==2.4.1"
+    assert companion_pin(requires(pypi, "torchaudio", "2.11.0")) is None
+    assert tf_and_cuda(requires(pypi, "tensorflow", "2.13.0")) is None  # before [and-cuda]
+    assert tf_and_cuda(requires(pypi, "tensorflow", "2.20.0")) == {
+        "cuda_major": 12, "cuda_runtime": ">=12.5.82,<13", "cudnn": ">=9.3.0.75,<10"}
+    assert jax_plugin_pins(requires(pypi, "jax-cuda13-plugin", "0.7.2")) == {
+        "cudnn": ">=9.12.0.46,<10", "cuda_min": "13.0"}
+    assert jax_plugin_pins(requires(pypi, "jax-cuda12-plugin", "0.4.31"))["cudnn"] == ">=9.1,<10"  # "with_cuda"
+
+
+def test_release_facts_from_the_project_json(pypi):
+    torch = releases(pypi.project("torch"))
+    assert torch["2.15.0"].pythons == ("3.11", "3.12", "3.13", "3.14", "3.15")  # cp314t/cp315t left out
+    assert torch["2.4.1"].uploaded == "2024-09-04"
+    assert releases(pypi.project("torchaudio"))["2.0.0"].yanked
+    assert "2.15.0.post1" not in releases(pypi.project("tensorflow"))  # not a version the matrix can spell
+
+
+def test_pytorch_index_page_parsing():
+    html = ('<a href="/whl/cu121/torch-2.4.1%2Bcu121-cp310-cp310-linux_x86_64.whl#sha256=0">'
+            'torch-2.4.1+cu121-cp310-cp310-linux_x86_64.whl</a>\n'
+            '<a href="x">torch-2.4.1+cu124-cp312-cp312-manylinux_2_28_x86_64.whl</a>\n'
+            '<a href="x">torch-2.4.1+cu118-cp310-cp310-win_amd64.whl</a>\n'
+            '<a href="x">torch-2.4.1+cpu-cp310-cp310-linux_x86_64.whl</a>\n')
+    assert pytorch_variants(html) == {"2.4.1": {"cu121", "cu124"}}
+
+
+# --------------------------------------------------------------------------- the bundled data equals PyPI
+
+
+def _check(mismatches: dict) -> None:
+    unexpected = {k: v for k, v in mismatches.items() if k not in KNOWN_DISAGREEMENTS}
+    assert not unexpected, "bundled pins differ from PyPI:\n" + "\n".join(f"{k}: {v}" for k, v in unexpected.items())
+
+
+def test_bundled_torch_pins_equal_pypi(pypi):
+    bad = {}
+    for rec in bundled("torch")["releases"]:
+        default = next((v for v in rec["variants"] if v["name"] == rec["pypi_default"]), None)
+        for version in rec["versions"]:
+            got = torch_pins(requires(pypi, "torch", version))
+            want = {"variant": rec["pypi_default"], "cuda_runtime": rec["pypi"]["cuda_runtime"],
+                    "cudnn": rec["pypi"]["cudnn"]}
+            if {k: got[k] for k in want} != want:
+                bad[("torch", version)] = f"bundled {want}, PyPI {got}"
+            if default and default["cudnn"] != got["cudnn"]:
+                bad[("torch", version, default["name"])] = f"variant cuDNN {default['cudnn']}, PyPI {got['cudnn']}"
+    _check(bad)
+
+
+def test_bundled_companion_pins_equal_pypi(pypi):
+    bad = {}
+    for name, records in bundled("torch")["companions"].items():
+        for rec in records:
+            got = companion_pin(requires(pypi, name, rec["version"]))
+            if not same_spec(rec["torch"], got):
+                bad[(name, rec["version"])] = f"bundled {rec['torch']}, PyPI {got}"
+    assert set(bad) == {k for k in KNOWN_DISAGREEMENTS if k[0] in ("torchvision", "torchaudio")}, \
+        f"bundled companion pins vs PyPI: {bad} (expected only {KNOWN_DISAGREEMENTS})"
+
+
+def test_bundled_tensorflow_pins_equal_pypi(pypi):
+    bad = {}
+    for rec in bundled("tensorflow")["releases"]:
+        for version in rec["versions"]:
+            got, want = tf_and_cuda(requires(pypi, "tensorflow", version)), rec["and_cuda"]
+            same = (got is None and want is None) or (got and want and got["cuda_major"] == want["cuda_major"] and
+                                                      same_spec(got["cuda_runtime"], want["cuda_runtime"]) and
+                                                      same_spec(got["cudnn"], want["cudnn"]))
+            if not same:
+                bad[("tensorflow", version)] = f"bundled {want}, PyPI {got}"
+    _check(bad)
+
+
+def test_bundled_jax_plugin_pins_equal_pypi(pypi):
+    bad = {}
+    plugin_releases = {n: releases(pypi.project(f"jax-{n}-plugin")) for n in ("cuda12", "cuda13")}
+    for rec in bundled("jax")["releases"]:
+        for version in rec["versions"]:
+            deps = requires(pypi, "jax", version)
+            if pypi.metadata("jax", version, releases(pypi.project("jax"))[version].wheel).requires_python \
+                    != rec["python"]:
+                bad[("jax", version, "python")] = "Requires-Python differs"
+            found = {}
+            for extra, spec in jax_plugins(deps).items():
+                matches = [v for v in plugin_releases[extra] if v in spec]
+                if matches:
+                    found[extra] = jax_plugin_pins(requires(pypi, f"jax-{extra}-plugin", matches[-1]))
+            if set(found) != {p["name"] for p in rec["plugins"]}:
+                bad[("jax", version)] = f"plugins {sorted(found)} on PyPI"
+            for plugin in rec["plugins"]:
+                got = found.get(plugin["name"])
+                if got and not (same_spec(got["cudnn"], plugin["cudnn"]) and got["cuda_min"] == plugin["cuda_min"]):
+                    bad[("jax", version, plugin["name"])] = f"bundled {plugin['cudnn']}, PyPI {got}"
+    _check(bad)
+
+
+def test_known_disagreements_still_disagree(pypi):
+    """When the maintainers fix one, this says which entry of KNOWN_DISAGREEMENTS to delete."""
+    for (name, version), what in KNOWN_DISAGREEMENTS.items():
+        rec = next(r for r in bundled("torch")["companions"][name] if r["version"] == version)
+        assert not same_spec(rec["torch"], companion_pin(requires(pypi, name, version))), \
+            f"{name} {version} is fixed: delete it from KNOWN_DISAGREEMENTS"
+
+
+# --------------------------------------------------------------------------- refresh -> overlay -> resolve
+
+
+SYNTHETIC = "SYNTHETIC release made by tests/test_refresh.py (not on PyPI)"
+
+
+@pytest.fixture
+def synthetic_pypi(tmp_path) -> Path:
+    """The recorded fixtures plus torch 2.16.0 / torchvision 0.30.0, newer than the bundled data."""
+    root = tmp_path / "pypi"
+    shutil.copytree(FIXTURES, root)
+    wheels = {"torch": [f"torch-2.16.0-{t}-manylinux_2_28_x86_64.whl" for t in
+                        ("cp311-cp311", "cp312-cp312", "cp313-cp313", "cp314-cp314", "cp314-cp314t")],
+              "torchvision": ["torchvision-0.30.0-cp312-cp312-manylinux_2_28_x86_64.whl"]}
+    versions = {"torch": "2.16.0", "torchvision": "0.30.0"}
+    deps = {"torch": ["Requires-Python: >=3.11",
+                      'Requires-Dist: cuda-toolkit[cudart,cublas]==13.2.2; platform_system == "Linux"',
+                      'Requires-Dist: nvidia-cudnn-cu13==9.27.0.42; platform_system == "Linux"'],
+            "torchvision": ["Requires-Dist: torch==2.16.0"]}
+    for name, files in wheels.items():
+        doc = json.loads((root / f"{name}.json").read_text())
+        doc["releases"][versions[name]] = [
+            {"filename": f, "url": f"https://files.pythonhosted.org/packages/synthetic/{f}",
+             "upload_time_iso_8601": "2026-12-01T00:00:00Z", "yanked": False, "comment_text": SYNTHETIC}
+            for f in files]
+        (root / f"{name}.json").write_text(json.dumps(doc))
+        (root / "metadata" / f"{files[0]}.metadata").write_text(
+            "\n".join([f"Name: {name}", f"Version: {versions[name]}", f"Summary: {SYNTHETIC}", *deps[name]]) + "\n")
+    return root
+
+
+def test_refresh_into_the_user_overlay_is_picked_by_resolve(synthetic_pypi):
+    before = json.loads(run_cli("resolve", "--with", "torch", "--no-host", "--json", check=0).stdout)
+    assert before["packages"]["torch"] == "2.15.0"
+
+    plan, lines, written = run(Client(FixtureTransport(synthetic_pypi)), FRAMEWORKS)
+    overlay = paths.config_dir() / "matrices"
+    assert {"torch.yaml", "tensorflow.yaml", "jax.yaml"} <= {p.name for p in written}
+    assert all(p.parent == overlay for p in written)
+    print("\n".join(lines))
+    assert "+ torch 2.16 (new release 2.16.0 (2026-12-01): PyPI default cu132 (CUDA runtime 13.2.2, cuDNN " \
+           "9.27.0.42); Python 3.11-3.14; inferred variants cu132 carried from 2.15)" in lines
+    assert "+ torchvision 0.30.0 (new release (2026-12-01), torch ==2.16.0)" in lines
+    assert any("could not read https://download.pytorch.org/whl/torch/" in n for n in plan.notes)
+
+    record = next(r for r in yaml.safe_load((overlay / "torch.yaml").read_text())["releases"] if r["series"] == "2.16")
+    assert record["pypi"]["source"] == "https://files.pythonhosted.org/packages/synthetic/" \
+                                       "torch-2.16.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    variant = record["variants"][0]
+    assert (variant["name"], variant["cuda"], variant["cudnn"], variant["status"]) == \
+           ("cu132", "13.2", "9.27.0.42", "inferred")
+    assert "carried from torch 2.15 cu132" in variant["note"]
+
+    m = matrix.load()  # the loader accepts what was written
+    assert "9.27.0.42" in {c.version for c in m.cudnn_builds()}  # the pinned cuDNN build is known
+    build = next(b for b in m.builds_of("torch") if b.version == "2.16.0")
+    assert build.prov.status == "inferred" and build.pypi_default
+    checked = matrix_check.check(m)
+    assert checked.errors == []
+    assert any("torch 2.16.0 (cu132): inferred" in w for w in checked.warnings)
+
+    after = json.loads(run_cli("resolve", "--with", "torch", "--with", "torchvision", "--no-host", "--json",
+                               check=0).stdout)
+    assert after["packages"]["torch"] == "2.16.0" and after["packages"]["torchvision"] == "0.30.0"
+    assert after["cudnn"] == "9.27.0.42"
+
+    again, lines, _ = run(Client(FixtureTransport(synthetic_pypi)), FRAMEWORKS)
+    assert again.changes == [], lines  # a second refresh finds nothing new
+
+
+def test_refresh_into_bundled_files_keeps_their_comments(tmp_path, monkeypatch):
+    copy = tmp_path / "matrices"
+    shutil.copytree(REPO / "matrices", copy)
+    monkeypatch.setenv("CUDABOX_BUNDLED_MATRICES", str(copy))
+    torch_yaml = copy / "torch.yaml"  # plant a wrong pin for refresh to correct from PyPI
+    text = torch_yaml.read_text()
+    start = text.index('    - {version: "2.0.1", torch: "==2.0.0"')
+    end = text.index("\n", start)
+    torch_yaml.write_text(text[:start] + '    - {version: "2.0.1", torch: "==2.0.1", source: PyPI}' + text[end:])
+    original = torch_yaml.read_text().splitlines()
+    plan, _, written = run(Client(FixtureTransport(FIXTURES)), ["torch", "torchaudio"], into=copy)
+    assert {p.name for p in written} == {"torch.yaml"}
+    new = (copy / "torch.yaml").read_text().splitlines()
+    assert [line for line in new if line.lstrip().startswith("#")] == \
+           [line for line in original if line.lstrip().startswith("#")]
+    removed = [line for line in original if line not in new]
+    assert removed and all(line.lstrip().startswith(("versions:", "pypi:", "- {version: \"2.0.1\"")) for line in removed)
+    assert '    - {version: "2.0.1", torch: "==2.0.0", source: [PyPI, ' in "\n".join(new)  # corrected from PyPI
+    matrix.load(bundled=copy)
+
+
+def test_dry_run_writes_nothing(synthetic_pypi):
+    plan, lines, written = run(Client(FixtureTransport(synthetic_pypi)), ["torch"], dry_run=True)
+    assert plan.changes and written == [] and not (paths.config_dir() / "matrices").exists()
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def _fill_cache(fixtures: Path) -> None:
+    """Replay the fixtures once through the library: afterwards `--offline` runs from the cache alone."""
+    run(Client(FixtureTransport(fixtures)), FRAMEWORKS, dry_run=True)
+
+
+def test_cli_offline_json_diff(synthetic_pypi):
+    _fill_cache(synthetic_pypi)
+    proc = run_cli("matrix", "refresh", "--offline", "--dry-run", "--json", "-f", "torch", "-f", "torchvision",
+                   check=0)
+    data = json.loads(proc.stdout)
+    added = {c["label"]: c for c in data["changes"] if c["action"] == "add"}
+    assert added["torch 2.16"]["record"]["pypi_default"] == "cu132"
+    assert "torchvision 0.30.0" in added and data["dry_run"] is True and data["written"] == []
+    text = run_cli("matrix", "refresh", "--offline", "--dry-run", "-f", "torch", check=0).stdout
+    assert "+ torch 2.16 (new release 2.16.0" in text and "--dry-run: nothing written" in text
+
+
+def test_cli_offline_without_cache_is_one_line_exit_5():
+    proc = run_cli("matrix", "refresh", "--offline")
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "--offline: no cached copy of https://pypi.org/pypi/torch/json" \
+        in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_no_network_is_one_line_exit_5():
+    # a proxy nobody listens on: urllib honours it, so this is "the network is down" without touching it
+    env = {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""}
+    proc = run_cli("matrix", "refresh", "--dry-run", "-f", "torch", env=env)
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("cudabox: error: cannot reach https://pypi.org/pypi/torch/json: ")
+    assert "check the network/proxy, or pass --ca-cert" in proc.stderr
+
+
+def test_cli_missing_ca_cert_is_bad_input():
+    proc = run_cli("matrix", "refresh", "--ca-cert", "/nonexistent.pem")
+    assert proc.returncode == 2 and "--ca-cert: no such file: /nonexistent.pem" in proc.stderr
+
+
+def test_cli_help_documents_every_option():
+    out = run_cli("matrix", "refresh", "--help", check=0).stdout
+    for option in ("--framework", "--dry-run", "--into", "--ca-cert", "--offline", "--json", "--project"):
+        assert option in out
+
+
+# --------------------------------------------------------------------------- network manners, on a real server
+
+
+class _Server:
+    """A tiny HTTP server in a thread: ETag/304, scripted failures, Range requests."""
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.failures = 0
+        self.files: dict[str, bytes] = {}
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server.requests.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+                if server.failures:
+                    server.failures -= 1
+                    return self._send(503, b"busy")
+                body = server.files.get(self.path)
+                if body is None:
+                    return self._send(404, b"")
+                if self.headers.get("If-None-Match") == '"v1"':
+                    return self._send(304, b"")
+                rng = self.headers.get("Range")
+                if rng:
+                    start, end = (int(x) for x in rng.split("=")[1].split("-"))
+                    return self._send(206, body[start:end + 1],
+                                      {"Content-Range": f"bytes {start}-{end}/{len(body)}"})
+                self._send(200, body, {"ETag": '"v1"'})
+
+            def _send(self, status, body, headers=None):
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server(monkeypatch):
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    s = _Server()
+    yield s
+    s.close()
+
+
+def test_etag_second_fetch_is_conditional_and_uses_the_cache(server, tmp_path):
+    server.files["/pypi/torch/json"] = b'{"info": {"name": "torch"}, "releases": {}}'
+    client = Client(HTTPTransport(retries=0), cache_dir=tmp_path, index=server.url)
+    assert client.project("torch")["info"]["name"] == "torch"
+    assert "if-none-match" not in server.requests[0]
+    assert client.project("torch")["info"]["name"] == "torch"  # served from the cache on 304
+    assert server.requests[1]["if-none-match"] == '"v1"'
+
+
+def test_retries_back_off_exponentially_on_5xx(server, tmp_path):
+    server.files["/pypi/jax/json"] = b'{"info": {"name": "jax"}, "releases": {}}'
+    server.failures = 2
+    slept = []
+    client = Client(HTTPTransport(retries=3, backoff=0.5, sleep=slept.append), cache_dir=tmp_path, index=server.url)
+    assert client.project("jax")["info"]["name"] == "jax"
+    assert slept == [0.5, 1.0] and len(server.requests) == 3
+
+
+def test_metadata_from_http_ranges_of_the_wheel(server, tmp_path):
+    """No PEP 658 file: METADATA is read with Range requests, without downloading the wheel."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("pkg/big.bin", bytes(range(256)) * 4096)
+        zf.writestr("demo-1.0.dist-info/METADATA", "Name: demo\nVersion: 1.0\nRequires-Python: >=3.10\n"
+                                                   "Requires-Dist: nvidia-cudnn-cu12==9.1.0.70\n")
+    server.files["/files/demo-1.0-py3-none-any.whl"] = buf.getvalue()
+    client = Client(HTTPTransport(retries=0), cache_dir=tmp_path, index=server.url)
+    meta = client.metadata("demo", "1.0", {"filename": "demo-1.0-py3-none-any.whl",
+                                           "url": f"{server.url}/files/demo-1.0-py3-none-any.whl"})
+    assert meta.requires_dist == ["nvidia-cudnn-cu12==9.1.0.70"] and meta.requires_python == ">=3.10"
+    ranges = [r for r in server.requests if "range" in r]
+    assert ranges and all("range" in r for r in server.requests if r["path"].endswith(".whl"))
+
+
+# --------------------------------------------------------------------------- live PyPI (CI)
+
+
+@pytest.mark.network
+def test_live_pypi_lists_releases_newer_than_the_bundled_data(tmp_path):
+    docs = matrix.load_documents(None, REPO / "matrices")
+    start = time.monotonic()
+    newer = newer_releases(Client(HTTPTransport(), cache_dir=tmp_path), docs)
+    took = time.monotonic() - start
+    for name, rels in newer.items():
+        print(f"{name}: {', '.join(f'{r.version} ({r.uploaded})' for r in rels) or 'nothing newer'} than the matrix")
+    assert set(newer) == {"torch", "tensorflow", "jax"}
+    assert took < 30, f"took {took:.1f} s"
