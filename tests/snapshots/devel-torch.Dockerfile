@@ -60,7 +60,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     if [ -s /run/secrets/pip_index_url ]; then PIP_INDEX_URL="$(cat /run/secrets/pip_index_url)"; export PIP_INDEX_URL UV_DEFAULT_INDEX="$PIP_INDEX_URL"; fi; \
     if [ -s /run/secrets/pip_extra_index_url ]; then PIP_EXTRA_INDEX_URL="$(cat /run/secrets/pip_extra_index_url)"; export PIP_EXTRA_INDEX_URL UV_INDEX="$PIP_EXTRA_INDEX_URL"; fi; \
     uv venv --seed --python /usr/bin/python3.12 /opt/venv; \
-    uv pip install --index-strategy unsafe-best-match ${UV_INDEX:+--index "$UV_INDEX"} \
+    uv pip install --index-strategy unsafe-best-match $(for u in ${UV_INDEX:-}; do printf -- "--index %s " "$u"; done) \
         --index https://download.pytorch.org/whl/cu128 \
         torch==2.7.1+cu128
 COPY .cudabox/build/smoke.py /opt/cudabox/smoke.py
@@ -97,7 +97,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     if [ -s /run/secrets/ca_cert ]; then export PIP_CERT=/run/secrets/ca_cert SSL_CERT_FILE=/run/secrets/ca_cert; fi; \
     if [ -s /run/secrets/pip_index_url ]; then PIP_INDEX_URL="$(cat /run/secrets/pip_index_url)"; export PIP_INDEX_URL UV_DEFAULT_INDEX="$PIP_INDEX_URL"; fi; \
     if [ -s /run/secrets/pip_extra_index_url ]; then PIP_EXTRA_INDEX_URL="$(cat /run/secrets/pip_extra_index_url)"; export PIP_EXTRA_INDEX_URL UV_INDEX="$PIP_EXTRA_INDEX_URL"; fi; \
-    uv pip install --index-strategy unsafe-best-match ${UV_INDEX:+--index "$UV_INDEX"} -r /opt/cudabox/requirements.txt
+    uv pip install --index-strategy unsafe-best-match $(for u in ${UV_INDEX:-}; do printf -- "--index %s " "$u"; done) -r /opt/cudabox/requirements.txt
 RUN install -d --owner=cudabox --group=cudabox /workspace
 WORKDIR /workspace
 COPY --chown=cudabox:cudabox . /workspace

@@ -1,0 +1,232 @@
+"""`cudabox init`, `run`, `shell`, `exec`, `ps`, `logs`, `stop` and `doctor`: a project's daily commands.
+
+Thin: parse, call cudabox.scaffold / cudabox.run / cudabox.doctor, print.
+`run` collects its flags into a RunOptions and hands it to a backend; another
+backend (Slurm, Kubernetes) is one more entry in BACKENDS and an `--on` flag.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from . import app, cluster, output
+
+NO_HOST = typer.Option(False, "--no-host", help="Ignore this host's driver and GPUs (also CUDABOX_NO_HOST=1).")
+JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
+PROJECT = typer.Option(Path("."), "--project", "-C", help="Project directory (holds cudabox.yaml).")
+GPUS = typer.Option(None, "--gpus", metavar="GPUS",
+                    help="all | none | 0,2 (indexes) | GPU-<uuid>. Default: all when the host has NVIDIA GPUs.")
+ENV = typer.Option(None, "--env", "-e", metavar="KEY[=VAL]", help="Set a variable (KEY alone: the host's value).")
+ENV_FILE = typer.Option(None, "--env-file", metavar="FILE", help="KEY=VAL lines, like docker's.")
+PORT = typer.Option(None, "--publish", "-p", metavar="[IP:][HOST:]PORT", help="Publish a container port.")
+VOLUME = typer.Option(None, "--volume", "-v", metavar="SRC:DST[:ro]", help="Mount a host path or named volume.")
+WORKDIR = typer.Option(None, "--workdir", "-w", metavar="PATH",
+                       help="Where the project is mounted and the job starts (default: the lock's, /workspace).")
+NAME = typer.Option(None, "--name", help="Container name (default: the engine's).")
+USER = typer.Option(None, "--user", "-u", metavar="UID[:GID]",
+                    help="Run as this user (default: yours, so files written to the project stay yours).")
+IPC = typer.Option("host", "--ipc", metavar="MODE", help="IPC namespace: host (default, for DataLoader "
+                                                         "workers), private, shareable.")
+SHM = typer.Option(None, "--shm-size", metavar="SIZE", help="/dev/shm size (e.g. 16g); implies a private IPC.")
+TTY = typer.Option(None, "--tty/--no-tty", "-t/-T", help="Allocate a TTY (default: when stdin and stdout are one).")
+INTERACTIVE = typer.Option(False, "--interactive", "-i", help="Keep stdin open (pipe data into the job).")
+KEEP = typer.Option(False, "--keep", help="Keep the container after the job ends (for docker inspect).")
+NO_CACHES = typer.Option(False, "--no-caches", help="Don't mount the host's pip/uv/Hugging Face/torch caches.")
+NO_MOUNT = typer.Option(False, "--no-mount", help="Use the project copy baked into the image; don't mount it.")
+# --- `run --on slurm|k8s` (issue 7): the cluster backends live in cli/cluster.py (docs/slurm.md, kubernetes.md)
+ON = typer.Option("local", "--on", metavar="WHERE", help="local (this machine's engine, default), slurm (an sbatch "
+                                                         "job on the cluster) or k8s (a Job; needs cudabox[k8s]).")
+
+BACKENDS = {"docker": "cudabox.run:run"}  # `--on slurm|k8s` adds entries here
+
+
+def _dispatch(opts, on: str = "docker") -> int:
+    import importlib
+
+    module, _, func = BACKENDS[on].partition(":")
+    return getattr(importlib.import_module(module), func)(opts)
+
+
+def _options(project, **kw):
+    from ..run import RunOptions
+
+    return RunOptions(project=Path(project), env=list(kw.pop("env") or []),
+                      env_files=list(kw.pop("env_file") or []), ports=list(kw.pop("publish") or []),
+                      volumes=list(kw.pop("volume") or []), **kw)
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def run(command: list[str] = typer.Argument(None, metavar="-- CMD...", help="The command to run in the stack."),
+        gpus: str = GPUS, env: list[str] = ENV, env_file: list[Path] = ENV_FILE, publish: list[str] = PORT,
+        volume: list[str] = VOLUME, workdir: str = WORKDIR, name: str = NAME, user: str = USER, ipc: str = IPC,
+        shm_size: str = SHM, tty: bool = TTY, interactive: bool = INTERACTIVE,
+        detach: bool = typer.Option(False, "--detach", "-d", help="Start the job and print its name "
+                                                                  "(see cudabox ps / logs / stop)."),
+        keep: bool = KEEP, no_caches: bool = NO_CACHES, no_mount: bool = NO_MOUNT, no_host: bool = NO_HOST,
+        project: Path = PROJECT, on: str = ON, partition: str = cluster.PARTITION, time: str = cluster.TIME,
+        nodes: int = cluster.NODES, transport: str = cluster.TRANSPORT):
+    """Run CMD in the project's stack (locks and builds first when needed); exits with CMD's exit code.
+    With --on slurm|k8s it runs on the cluster instead (--gpus is then a count per node)."""
+    if not command:
+        raise typer.BadParameter("give the command after --, e.g. `cudabox run -- python train.py`",
+                                 param_hint="CMD")
+    opts = _options(project, command=list(command), gpus=gpus, env=env, env_file=env_file, publish=publish,
+                    volume=volume, workdir=workdir, name=name, user=user, ipc=ipc, shm_size=shm_size, tty=tty,
+                    interactive=interactive, detach=detach, keep=keep, caches=not no_caches,
+                    mount_project=not no_mount, no_host=no_host)
+    if on != "local":  # issue 7: Slurm / Kubernetes
+        raise typer.Exit(cluster.run_on(on, opts, partition=partition, time=time, nodes=nodes, transport=transport))
+    raise typer.Exit(_dispatch(opts))
+
+
+SHELL = ["/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"]
+
+
+@app.command()
+def shell(gpus: str = GPUS, env: list[str] = ENV, env_file: list[Path] = ENV_FILE, publish: list[str] = PORT,
+          volume: list[str] = VOLUME, workdir: str = WORKDIR, name: str = NAME, user: str = USER, ipc: str = IPC,
+          shm_size: str = SHM, no_caches: bool = NO_CACHES, no_host: bool = NO_HOST, project: Path = PROJECT):
+    """An interactive shell (bash, else sh) in the project's stack; the container goes when it exits."""
+    opts = _options(project, command=SHELL, gpus=gpus, env=env, env_file=env_file, publish=publish, volume=volume,
+                    workdir=workdir, name=name, user=user, ipc=ipc, shm_size=shm_size, tty=None, interactive=True,
+                    caches=not no_caches, no_host=no_host)
+    raise typer.Exit(_dispatch(opts))
+
+
+@app.command("exec", context_settings={"allow_interspersed_args": False})
+def exec_(job: str = typer.Argument(..., metavar="NAME", help="A running job (cudabox ps)."),
+          command: list[str] = typer.Argument(None, metavar="-- CMD..."), tty: bool = TTY,
+          interactive: bool = INTERACTIVE, env: list[str] = ENV):
+    """Run CMD inside a running job (as the job's user); exits with CMD's exit code."""
+    import sys
+
+    from ..run import RunOptions, client, parse_env
+    from ..run_io import exec_in
+
+    command = list(command or [])[1:] if (command or [None])[0] == "--" else list(command or [])
+    if not command:  # (with NAME first, the parser keeps the `--`)
+        raise typer.BadParameter("give the command after --, e.g. `cudabox exec NAME -- nvidia-smi`",
+                                 param_hint="CMD")
+    tty = sys.stdin.isatty() and sys.stdout.isatty() if tty is None else tty
+    extra = parse_env(RunOptions(env=list(env or [])), environ={})
+    raise typer.Exit(exec_in(client().api, job, list(command), tty=tty, stdin=interactive or tty, env=extra))
+
+
+@app.command()
+def ps(all_: bool = typer.Option(False, "--all", "-a", help="Include jobs that have ended."), json: bool = JSON):
+    """List cudabox jobs (containers with the io.cudabox.run label)."""
+    from ..run import client
+    from ..run_io import jobs
+
+    output.use_json(json)
+    rows = jobs(client().api, all_=all_)
+    if json:
+        output.emit_json({"jobs": rows})
+        return
+    print(f"{'NAME':28} {'PROJECT':16} {'STATUS':24} COMMAND")
+    for r in rows:
+        print(f"{r['name']:28} {r['project'] or '-':16} {r['status']:24} {r['command']}")
+
+
+@app.command()
+def logs(job: str = typer.Argument(..., metavar="NAME"),
+         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the job writes."),
+         tail: str = typer.Option("all", "--tail", metavar="N", help="Only the last N lines.")):
+    """Print a job's output (stdout to stdout, stderr to stderr)."""
+    from ..run import client
+    from ..run_io import logs as job_logs
+
+    job_logs(client().api, job, follow=follow, tail=tail)
+
+
+@app.command()
+def stop(jobs_: list[str] = typer.Argument(..., metavar="NAME..."), keep: bool = KEEP,
+         time: int = typer.Option(10, "--time", "-t", help="Seconds between SIGTERM and SIGKILL.")):
+    """Stop jobs (SIGTERM, then SIGKILL) and remove their containers."""
+    from ..run import client
+    from ..run_io import stop as stop_job
+
+    api = client().api
+    for job in jobs_:
+        print(stop_job(api, job, keep=keep, timeout=time))
+
+
+@app.command()
+def init(path: Path = typer.Argument(Path("."), help="Project directory."),
+         yes: bool = typer.Option(False, "--yes", "-y", help="No questions."),
+         force: bool = typer.Option(False, "--force", help="Overwrite cudabox.yaml, cudabox.lock, .dockerignore."),
+         gpu: list[str] = typer.Option(None, "--gpu", "-g", metavar="GPU", help="A GPU the image must run on."),
+         driver: str = typer.Option(None, "--driver", metavar="VERSION", help="Oldest driver it must run on."),
+         python: str = typer.Option(None, "--python", help="Python version or specifier."),
+         cuda: str = typer.Option(None, "--cuda", metavar="SPEC", help="CUDA version (projects with no framework)."),
+         no_host: bool = NO_HOST, json: bool = JSON):
+    """Detect what the project needs, resolve, and write cudabox.yaml, cudabox.lock and .dockerignore."""
+    import sys
+
+    from ..detect import detect
+    from ..scaffold import plan_init, write_plan
+
+    output.use_json(json)
+    found = detect(path)
+    plan = plan_init(path, found, python=python, cuda=cuda, gpus=tuple(gpu or ()), driver=driver, no_host=no_host,
+                     force=force)
+    res = plan.resolution
+    if json:
+        written = write_plan(plan)
+        output.emit_json({"detected": {"sources": found.sources, "requirements": found.requirements,
+                                       "python": found.python, "cuda": found.cuda, "notes": found.notes,
+                                       "extra_index_urls": found.extra_index_urls},
+                          "host": res.host.describe(), "assumed": plan.assumed, "stack": res.stack.to_dict(),
+                          "written": [str(p) for p in written], "kept": plan.kept})
+        return
+    _print_plan(plan)
+    if not yes and sys.stdin.isatty() and not typer.confirm(f"Write {', '.join(plan.files)}?", default=True):
+        print("nothing written")
+        raise typer.Exit(1)
+    written = write_plan(plan)
+    con = output.console()
+    con.print("wrote " + ", ".join(p.name for p in written) + (f"; kept your {', '.join(plan.kept)}" if plan.kept
+                                                                 else ""))
+    con.print("next: [bold]cudabox build[/], then [bold]cudabox run -- python your_script.py[/]")
+
+
+def _print_plan(plan) -> None:
+    from rich.markup import escape as e
+
+    from .resolve import print_stack
+
+    con, found = output.console(), plan.detected
+    con.print(f"[bold]Read[/] {e(', '.join(found.sources)) or 'no dependency files'}")
+    for req in found.requirements:
+        con.print(f"  {e(req)}  [dim]{e(found.origins[req])}[/]")
+    if found.python:
+        con.print(f"  python {e(found.python)}  [dim]{e(found.python_from)}[/]")
+    if found.cuda:
+        con.print(f"  CUDA {found.cuda}  [dim]{e(found.cuda_from)}[/]")
+    for note in found.notes:
+        con.print(f"  [yellow]note:[/] {e(note)}")
+    con.print(f"[bold]Host:[/] {e(plan.resolution.host.describe())}")
+    for line in plan.assumed:
+        con.print(f"  [yellow]assumed:[/] {e(line)}")
+    print_stack(plan.resolution.stack, plan.resolution.others)
+
+
+@app.command()
+def doctor(json: bool = JSON, no_host: bool = NO_HOST, project: Path = PROJECT):
+    """Check the engine, BuildKit, GPU runtime, driver and the project's lock; a fix for each problem."""
+    from ..doctor import diagnose, report
+
+    output.use_json(json)
+    checks = diagnose(project, no_host=no_host)
+    result = report(checks)
+    if json:
+        output.emit_json(result)
+    else:
+        marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "skip"}
+        for c in checks:
+            print(f"{marks[c.status]}  {c.name:12} {c.detail}")
+            if c.fix:
+                print(f"      {'':12} fix: {c.fix}")
+    raise typer.Exit(0 if result["ok"] else 1)
