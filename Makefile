@@ -23,6 +23,7 @@ services:
 check: venv
 	$(BIN)/cudabox matrix check
 	$(BIN)/cudabox images check
+	$(BIN)/cudabox ci check
 
 ## test: the whole suite, Docker and Slurm included (CI runs this via .ci/run)
 test: venv services check
@@ -36,9 +37,10 @@ test-fast: venv
 demo: venv
 	@scripts/demo.sh
 
-## bench: print measured figures (see bench/README.md)
+## bench: print measured figures (build/run need the engine: `make services` first)
 bench: venv
-	@for b in bench/startup.py bench/matrix_load.py bench/resolve.py; do $(BIN)/python $$b; done
+	@for b in bench/startup.py bench/matrix_load.py bench/resolve.py bench/build.py bench/run_overhead.py; do \
+		$(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache tests/.artifacts
