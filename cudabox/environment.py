@@ -16,7 +16,6 @@ from .matrix import Matrix
 from .model import Build, CudaImage, cuda_version, minor_of
 from .stack import FrameworkPick, Stack, Target
 
-OS_PREFERENCE = ("ubuntu24.04", "ubuntu22.04", "ubuntu20.04", "ubuntu18.04")  # apt-based, newest first
 PACKAGE_NAMES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
 
 
@@ -172,9 +171,10 @@ class Chooser:
                     if self.req.cudnn and Version(have) not in SpecifierSet(self.req.cudnn):
                         refused.append(f"nvidia/cuda {image.cuda} has cuDNN {have}, outside cudnn {self.req.cudnn}")
                         continue
-                os_name = next((o for o in OS_PREFERENCE if o in oses), None)
+                # images.yaml lists the OSes the templates support (apt-based), newest first
+                os_name = next((o for o in self.m.os_info if o in oses), None)
                 if os_name is None:
-                    refused.append(f"nvidia/cuda {image.cuda} has no Ubuntu {flavour} tag"
+                    refused.append(f"nvidia/cuda {image.cuda} has no {flavour} tag for an OS in images.yaml's os list"
                                    + (" with cuDNN" if cudnn_series else ""))
                     continue
                 return image, os_name, image.tag(flavour, os_name, cudnn=bool(cudnn_series))

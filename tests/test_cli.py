@@ -101,3 +101,15 @@ def test_failed_lock_leaves_no_file(tmp_path):
 def test_failing_check_exits_1():
     proc = run_cli("matrix", "check", "--strict")  # the bundled data has unverified records: warnings
     assert proc.returncode == 1 and "FAILED" in proc.stdout
+
+
+def test_command_reference_is_current():
+    """docs/commands.md is generated from the help texts: a new option must land in the reference."""
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_commands_doc.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

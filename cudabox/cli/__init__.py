@@ -41,16 +41,20 @@ def _root(
     """One isolated, validated CUDA stack per project, in a container."""
 
 
-def _register():
-    # Each module adds its commands to `app`; importing them is cheap (typer only).
-    from . import matrix  # noqa: F401
+# The order of `cudabox --help`: the daily path first, then operations, then the groups.
+ORDER = ("init", "resolve", "lock", "dockerfile", "build", "validate", "run", "shell", "exec", "ps", "logs",
+         "stop", "doctor", "jobs")
 
-    for name in ("resolve", "images", "build", "run", "ci", "cluster", "refresh"):
-        try:
-            __import__(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
+
+def _register():
+    """Import every command module (each adds its commands to `app`; cheap: typer only), then order them."""
+    from . import build, ci, cluster, images, matrix, refresh, resolve, run  # noqa: F401
+
+    def position(info):
+        name = info.name or info.callback.__name__.replace("_", "-")
+        return ORDER.index(name) if name in ORDER else len(ORDER)
+
+    app.registered_commands.sort(key=position)
 
 
 _register()

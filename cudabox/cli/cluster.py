@@ -19,7 +19,7 @@ app.add_typer(export_app, name="export")
 app.add_typer(fleet_app, name="fleet")
 
 JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
-PROJECT = typer.Option(Path("."), "--project", "-C", help="Project directory (holds cudabox.lock).")
+PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory (holds cudabox.lock).")
 COMMAND = typer.Argument(None, metavar="-- CMD...", help="The command to run in the project's image.")
 CMD_SETTINGS = {"allow_interspersed_args": False}
 
@@ -80,8 +80,8 @@ def export_k8s(command: list[str] = COMMAND,
                output_file: Path = typer.Option(None, "--output", "-o", metavar="FILE",
                                                 help="Write the Job here (atomically) instead of printing it."),
                gpus: int = typer.Option(1, "--gpus", min=0, metavar="N", help="nvidia.com/gpu limit."),
-               name: str = typer.Option(None, "--name", help="Job name (default: cudabox-PROJECT-LOCKHASH)."),
-               namespace: str = typer.Option(None, "--namespace", "-n", help="metadata.namespace."),
+               name: str = typer.Option(None, "--name", metavar="NAME", help="Job name (default: cudabox-PROJECT-LOCKHASH)."),
+               namespace: str = typer.Option(None, "--namespace", "-n", metavar="NS", help="metadata.namespace."),
                shm_size: str = typer.Option(None, "--shm-size", metavar="QTY", help="/dev/shm size limit (8Gi)."),
                registry: str = REGISTRY, image: str = IMAGE, project: Path = PROJECT):
     """A batch/v1 Job for CMD: the project's image, GPU limits, node affinity from the stack, non-root."""
@@ -197,7 +197,7 @@ def fleet_plan(inventory: Path = typer.Option(..., "--inventory", "-i", metavar=
                with_: list[str] = typer.Option(None, "--with", "-w", metavar="REQ",
                                                help="Requirements to resolve for the whole fleet (default: "
                                                     "./cudabox.yaml when present)."),
-               python: str = typer.Option(None, "--python", help="Python version or specifier for --with."),
+               python: str = typer.Option(None, "--python", metavar="SPEC", help="Python version or specifier for --with."),
                cuda: str = typer.Option(None, "--cuda", metavar="SPEC", help="CUDA version for --with."),
                driver: str = typer.Option(None, "--driver", metavar="VERSION",
                                           help="Driver of nodes whose inventory entry names none (Slurm)."),

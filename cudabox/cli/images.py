@@ -21,10 +21,10 @@ OUTPUT_DIR = typer.Option(None, "--output", "-o", metavar="DIR",
 def dockerfile(
     output_path: Path = typer.Option(None, "--output", "-o", metavar="PATH",
                                      help="Write the Dockerfile here (atomically) instead of printing it."),
-    project: Path = typer.Option(Path("."), "--project", "-C", help="Project directory (holds cudabox.lock)."),
+    project: Path = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory (holds cudabox.lock)."),
     legacy: bool = typer.Option(False, "--legacy",
                                 help="For the legacy builder: no BuildKit --mount (no caches, no build secrets)."),
-    installer: str = typer.Option("uv", "--installer", help="uv (default) or pip."),
+    installer: str = typer.Option("uv", "--installer", metavar="NAME", help="uv (default) or pip."),
 ):
     """Render the project's Dockerfile from cudabox.lock (stdout by default)."""
     import sys

@@ -26,7 +26,7 @@ class Subject(str, Enum):
 
 
 JSON = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
-PROJECT = typer.Option(Path("."), "--project", "-C", help="Project directory (its .cudabox/matrices overlay applies).")
+PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory (its .cudabox/matrices overlay applies).")
 
 
 def _load(project: Path):

@@ -11,19 +11,19 @@ from . import app, output
 
 WITH = typer.Option(None, "--with", "-w", metavar="REQ",
                     help="A requirement (PEP 508), repeatable. Without it, ./cudabox.yaml is read.")
-PYTHON = typer.Option(None, "--python", help="Python version or specifier (3.11, >=3.10).")
+PYTHON = typer.Option(None, "--python", metavar="SPEC", help="Python version or specifier (3.11, >=3.10).")
 GPU = typer.Option(None, "--gpu", "-g", metavar="GPU",
                    help="A GPU the image must run on (name, alias, nvidia-smi name, sm_89, 8.9); repeatable.")
 DRIVER = typer.Option(None, "--driver", metavar="VERSION", help="Oldest host driver the image must run on.")
 CUDA = typer.Option(None, "--cuda", metavar="SPEC", help="CUDA version: 12.1 means 12.1.x; specifiers work too.")
 CUDNN = typer.Option(None, "--cudnn", metavar="SPEC", help="cuDNN version or specifier (9, 8.9).")
-FLAVOUR = typer.Option(None, "--flavour", help="auto | slim | runtime | devel.")
+FLAVOUR = typer.Option(None, "--flavour", metavar="FLAVOUR", help="auto | slim | runtime | devel.")
 FORWARD = typer.Option(False, "--allow-forward-compat",
                        help="Allow CUDA forward compatibility (cuda-compat; datacenter GPUs only).")
 EOL = typer.Option(False, "--allow-eol-images", help="Allow end-of-life (not yet deleted) nvidia/cuda tags.")
 NO_HOST = typer.Option(False, "--no-host", help="Ignore this host's driver and GPUs (also CUDABOX_NO_HOST=1).")
 JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
-DIRECTORY = typer.Option(Path("."), "--project", "-C", help="Project directory.")
+DIRECTORY = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory.")
 
 
 def _spec(directory: Path, with_: list[str] | None, **flags):

@@ -15,7 +15,7 @@ from . import app, cluster, output
 
 NO_HOST = typer.Option(False, "--no-host", help="Ignore this host's driver and GPUs (also CUDABOX_NO_HOST=1).")
 JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
-PROJECT = typer.Option(Path("."), "--project", "-C", help="Project directory (holds cudabox.yaml).")
+PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory (holds cudabox.yaml).")
 GPUS = typer.Option(None, "--gpus", metavar="GPUS",
                     help="all | none | 0,2 (indexes) | GPU-<uuid>. Default: all when the host has NVIDIA GPUs.")
 ENV = typer.Option(None, "--env", "-e", metavar="KEY[=VAL]", help="Set a variable (KEY alone: the host's value).")
@@ -24,7 +24,7 @@ PORT = typer.Option(None, "--publish", "-p", metavar="[IP:][HOST:]PORT", help="P
 VOLUME = typer.Option(None, "--volume", "-v", metavar="SRC:DST[:ro]", help="Mount a host path or named volume.")
 WORKDIR = typer.Option(None, "--workdir", "-w", metavar="PATH",
                        help="Where the project is mounted and the job starts (default: the lock's, /workspace).")
-NAME = typer.Option(None, "--name", help="Container name (default: the engine's).")
+NAME = typer.Option(None, "--name", metavar="NAME", help="Container name (default: the engine's).")
 USER = typer.Option(None, "--user", "-u", metavar="UID[:GID]",
                     help="Run as this user (default: yours, so files written to the project stay yours).")
 IPC = typer.Option("host", "--ipc", metavar="MODE", help="IPC namespace: host (default, for DataLoader "
@@ -143,7 +143,7 @@ def logs(job: str = typer.Argument(..., metavar="NAME"),
 
 @app.command()
 def stop(jobs_: list[str] = typer.Argument(..., metavar="NAME..."), keep: bool = KEEP,
-         time: int = typer.Option(10, "--time", "-t", help="Seconds between SIGTERM and SIGKILL.")):
+         time: int = typer.Option(10, "--time", "-t", metavar="SECONDS", help="Seconds between SIGTERM and SIGKILL.")):
     """Stop jobs (SIGTERM, then SIGKILL) and remove their containers."""
     from ..run import client
     from ..run_io import stop as stop_job
@@ -159,7 +159,7 @@ def init(path: Path = typer.Argument(Path("."), help="Project directory."),
          force: bool = typer.Option(False, "--force", help="Overwrite cudabox.yaml, cudabox.lock, .dockerignore."),
          gpu: list[str] = typer.Option(None, "--gpu", "-g", metavar="GPU", help="A GPU the image must run on."),
          driver: str = typer.Option(None, "--driver", metavar="VERSION", help="Oldest driver it must run on."),
-         python: str = typer.Option(None, "--python", help="Python version or specifier."),
+         python: str = typer.Option(None, "--python", metavar="SPEC", help="Python version or specifier."),
          cuda: str = typer.Option(None, "--cuda", metavar="SPEC", help="CUDA version (projects with no framework)."),
          no_host: bool = NO_HOST, json: bool = JSON):
     """Detect what the project needs, resolve, and write cudabox.yaml, cudabox.lock and .dockerignore."""
