@@ -244,6 +244,10 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None) -> Proje
     for key, url in [("index_url", index_url)] + [("extra_index_urls", u) for u in extra]:
         if url is not None and not URL.match(url):
             raise r.err(key, f"{url!r} is not an http(s) URL")
+        if url is not None and "@" in url.split("/")[2]:  # user:password@host
+            env = "CUDABOX_PIP_INDEX_URL" if key == "index_url" else "CUDABOX_PIP_EXTRA_INDEX_URL"
+            raise r.err(key, f"the URL carries credentials, and the project files (this one included) are "
+                             f"copied into the image; set {env} instead (it reaches the build as a secret)")
     forward = doc.get("allow_forward_compat", False)
     if not isinstance(forward, bool):
         raise r.err("allow_forward_compat", "expected true or false")

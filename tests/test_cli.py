@@ -113,3 +113,10 @@ def test_command_reference_is_current():
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_commands_doc.py"), "--check"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_index_url_with_credentials_is_refused(tmp_path):
+    (tmp_path / "cudabox.yaml").write_text('cuda: "12.8"\nindex_url: https://me:s3cret@pypi.example/simple\n')
+    proc = run_cli("resolve", cwd=tmp_path)
+    assert proc.returncode == 2 and "cudabox.yaml:2: index_url:" in proc.stderr
+    assert "CUDABOX_PIP_INDEX_URL" in proc.stderr
