@@ -16,11 +16,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from .errors import InputError, located
 from .files import Node, display_path, load_yaml
+from .spec import parse_requirement
 
 FRAMEWORK_NAMES = ("torch", "torchvision", "torchaudio", "tensorflow", "jax")
 # pip names that mean a framework the matrix knows under another name
@@ -119,11 +120,7 @@ def _cu(digits: str) -> str:
 
 
 def _requirement(text: str, where: str) -> str:
-    try:
-        req = Requirement(text)
-    except InvalidRequirement as exc:
-        raise InputError(f"{where}: invalid requirement {text!r}: {exc}") from None
-    return str(req)
+    return parse_requirement(text, what=where, allow_url=True)  # URL requirements become notes
 
 
 def _read(path: Path, shown: str) -> str:

@@ -18,11 +18,7 @@ import copy
 
 from packaging.version import Version
 
-from .refresh import CUDNN_PROJECTS, Planner, section, series_of
-
-
-def _v(text) -> Version:
-    return Version(str(text))
+from .refresh import _v, CUDNN_PROJECTS, Planner, section, series_of
 
 
 def _exact_cudnn_pins(work: dict) -> set[str]:

@@ -20,6 +20,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .refresh import (
+    _v,
     PYTORCH_INDEX,
     Planner,
     companion_pin,
@@ -31,10 +32,6 @@ from .refresh import (
     torch_pins,
     variant_cuda,
 )
-
-
-def _v(text) -> Version:
-    return Version(str(text))
 
 
 def _sources(*items) -> list[str] | str:

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
 
 from . import paths
 from .errors import InputError
 from .lock import Lock
-from .spec import APT_PACKAGE, CONTAINER_PATH, ENV_NAME, NAME, URL
+from .spec import APT_PACKAGE, CONTAINER_PATH, ENV_NAME, NAME, URL, parse_requirement
 from .stack import Stack
 
 EXPECT_SCHEMA = "cudabox.expect/v1"
@@ -240,11 +239,7 @@ def _image(ref) -> str:
 
 
 def _requirement(text, what: str) -> str:
-    try:
-        req = Requirement(_text(text, what))
-    except InvalidRequirement as exc:
-        raise InputError(f"{what}: invalid requirement {text!r}: {exc}") from None
-    return str(req)
+    return parse_requirement(_text(text, what), what=what)
 
 
 def _url(url, what: str) -> str:

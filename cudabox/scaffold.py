@@ -9,8 +9,6 @@ without `force`; an existing .dockerignore is the project's own and is kept.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -158,18 +156,10 @@ def plan_init(directory: Path, found: Detected, *, python: str | None = None, cu
     cuda_from = "--cuda" if cuda else found.cuda_from
     text = spec_yaml(_default_name(directory), found, python=python or found.python, cuda=cuda or found.cuda,
                      gpus=list(gpus), driver=driver, host=host, python_from=python_from, cuda_from=cuda_from)
-    fd, tmp = tempfile.mkstemp(prefix=".cudabox.yaml.", suffix=".init")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        spec = replace(load_spec(directory, path=Path(tmp)), source_file=SPEC_FILE)
-    except InputError as exc:  # a detected value the spec refuses: say so about the file init would write
-        shown = {tmp, display_path(Path(tmp))}
-        message = next((str(exc).replace(t, "cudabox.yaml (as init would write it)") for t in shown
-                        if t in str(exc)), str(exc))
-        raise InputError(message) from None
-    finally:
-        os.unlink(tmp)
+    try:  # validate what init would write, before writing anything
+        spec = replace(load_spec(directory, text=text), source_file=SPEC_FILE)
+    except InputError as exc:
+        raise InputError(f"{exc} (in the cudabox.yaml init would write; check the detected values)") from None
     res = resolve_project(spec, no_host=no_host, host=host)
     lock = make_lock(spec, res.stack, list(res.others))
     files = {SPEC_FILE: text, LOCK_FILE: lock.to_json()}

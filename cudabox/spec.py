@@ -75,12 +75,13 @@ def python_spec(text: str, *, what: str) -> str:
     return version_spec(text, what=what)
 
 
-def parse_requirement(text: str, *, what: str) -> str:
+def parse_requirement(text: str, *, what: str, allow_url: bool = False) -> str:
+    """A PEP 508 requirement, normalised; direct URLs only when the caller handles them."""
     try:
         req = Requirement(str(text).strip())
     except InvalidRequirement as exc:
         raise InputError(f"{what}: invalid requirement {text!r}: {exc}") from None
-    if req.url:
+    if req.url and not allow_url:
         raise InputError(f"{what}: {text!r}: direct URL requirements are not supported; "
                          "add the package to `run:` instead")
     return str(req)
@@ -163,14 +164,14 @@ KEYS = ("name", "python", "requirements", "requirements_file", "gpus", "driver",
         "allow_forward_compat", "python_install")
 
 
-def load_spec(directory: Path = Path("."), *, path: Path | None = None) -> ProjectSpec:
-    """Read and validate DIRECTORY/cudabox.yaml."""
+def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: str | None = None) -> ProjectSpec:
+    """Read and validate DIRECTORY/cudabox.yaml (or `text`, what `cudabox init` is about to write there)."""
     directory = Path(directory)
     path = Path(path) if path else directory / SPEC_FILE
     shown = display_path(path)
-    if not path.exists():
+    if text is None and not path.exists():
         raise InputError(f"{shown}: not found; run `cudabox init` to create it, or pass --with REQ")
-    raw = path.read_bytes()
+    raw = path.read_bytes() if text is None else text.encode("utf-8")
     doc = load_yaml(path, raw.decode("utf-8", errors="replace"))
     if doc is None:
         doc = Node()
