@@ -10,10 +10,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import PY, command_ms, median_ms  # noqa: E402
 
-from cudabox import matrix  # noqa: E402
+from cudabox.knowledge import loader as matrix  # noqa: E402
 from cudabox.errors import Unsatisfiable  # noqa: E402
-from cudabox.model import DriverVersion  # noqa: E402
-from cudabox.resolve import Request, resolve  # noqa: E402
+from cudabox.knowledge.model import DriverVersion  # noqa: E402
+from cudabox.resolve.request import Request  # noqa: E402
+from cudabox.resolve.resolver import resolve  # noqa: E402
 
 m = matrix.load()
 CASES = {

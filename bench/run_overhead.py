@@ -55,8 +55,8 @@ def main() -> int:
         print(f"run_overhead: cudabox run failed (exit {first.returncode}): {first.stderr.strip()[-400:]}")
         return 1
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from cudabox.build import project_tag
-    from cudabox.lock import read_lock
+    from cudabox.image.build import project_tag
+    from cudabox.lock.lockfile import read_lock
 
     tag = project_tag(read_lock(proj))
     commands = {

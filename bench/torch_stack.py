@@ -25,7 +25,7 @@ HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
 def main() -> None:
-    from cudabox import matrix
+    from cudabox.knowledge import loader as matrix
 
     m = matrix.load()
     slim = m.slim[0]  # the first slim base (debian:bookworm-slim) and its own Python: no Python download

@@ -19,9 +19,9 @@ def _isolated_user_dirs(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(scope="session")
 def matrix():
-    from cudabox import matrix as matrix_mod
+    from cudabox.knowledge import loader
 
-    return matrix_mod.load(bundled=REPO / "matrices")
+    return loader.load(bundled=REPO / "matrices")
 
 
 @pytest.fixture

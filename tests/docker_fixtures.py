@@ -56,8 +56,8 @@ def docker_client():
     except docker.errors.ImageNotFound:
         _unavailable(f"the engine has no {BASE_IMAGE} image (scripts/ensure-base-image.sh makes it)")
     yield client
-    from cudabox.build import project_tag
-    from cudabox.lock import read_lock
+    from cudabox.image.build import project_tag
+    from cudabox.lock.lockfile import read_lock
 
     for directory in _PROJECTS:
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from cudabox import catalog
+from cudabox.image import catalog
 from cudabox.errors import InputError
 
 from tests.support import REPO

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from cudabox import ci
+from cudabox.ci import workflow as ci
 from cudabox.errors import InputError
 from tests.docker_fixtures import HOST_CA, cli_env, cudabox, docker_client  # noqa: F401
 from tests.support import REPO, run_cli

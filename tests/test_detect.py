@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cudabox.detect import conda_requirement, detect
-from cudabox.detect_pyproject import poetry_constraint
+from cudabox.project.detect import conda_requirement, detect
+from cudabox.project.pyproject import poetry_constraint
 from cudabox.errors import InputError
 from tests.support import REPO
 
@@ -243,9 +243,9 @@ def test_several_files_combine_and_python_version_file_wins(tmp_path):
 def test_example_projects_plan(tmp_path, name, framework):
     import shutil
 
-    from cudabox.scaffold import plan_init, write_plan
-    from cudabox.lock import read_lock
-    from cudabox.spec import load_spec
+    from cudabox.lock.init import plan_init, write_plan
+    from cudabox.lock.lockfile import read_lock
+    from cudabox.project.spec import load_spec
 
     project = tmp_path / name
     shutil.copytree(PROJECTS / name, project)
@@ -263,7 +263,7 @@ def test_example_projects_plan(tmp_path, name, framework):
 
 
 def test_existing_dockerignore_is_kept_unless_forced(tmp_path):
-    from cudabox.scaffold import plan_init
+    from cudabox.lock.init import plan_init
 
     write(tmp_path, {"requirements.txt": "torch\n", ".dockerignore": "data/\n"})
     plan = plan_init(tmp_path, detect(tmp_path), python="3.11", no_host=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cudabox import build, engine
-from cudabox.buildlog import (CACHED, DONE, ERROR, LOG, OUTPUT, STEP, BuildLog, PlainParser, StreamParser,
-                              short)
+from cudabox.image import build
+from cudabox.engine import docker as engine
+from cudabox.engine.buildlog import CACHED, DONE, ERROR, LOG, OUTPUT, STEP, BuildLog, PlainParser, StreamParser, short
 from cudabox.errors import EnvironmentProblem, InputError
 from tests.support import REPO
 
@@ -256,8 +256,8 @@ def test_ca_certificate_precedence_and_checks(tmp_path, monkeypatch):
 
 
 def test_report_from_smoke_output():
-    from cudabox import validate
-    from cudabox.engine import GpuAccess
+    from cudabox.image import validate
+    from cudabox.engine.docker import GpuAccess
 
     smoke = ('{"schema": "cudabox.smoke/v1", "status": "passed-without-gpu", "python": "3.11.2", '
              '"targets": ["sm_120"], '
@@ -278,7 +278,7 @@ def test_report_from_smoke_output():
 
 
 def test_reports_are_stored_by_image_id_and_extra_targets():
-    from cudabox import validate
+    from cudabox.image import validate
 
     assert validate.report_path("sha256:abc").name == "abc.json"
     assert validate.report_path("sha256:abc", ("sm_120", "sm_90")).name == "abc+sm_120+sm_90.json"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cudabox import fleet
+from cudabox.jobs import fleet
 from cudabox.errors import InputError
-from cudabox.inventory import Options, read_inventory
-from cudabox.resolve import Request
+from cudabox.jobs.inventory import Options, read_inventory
+from cudabox.resolve.request import Request
 from tests.support import REPO, run_cli
 
 V100_R470, A100_R550, RTX5090_R570 = "470.256.02", "550.54.15", "570.133.07"
@@ -51,7 +51,7 @@ def _catalog(*stacks):
 
 
 def _plain(matrix, cuda: str):
-    from cudabox.resolve import resolve
+    from cudabox.resolve.resolver import resolve
 
     return resolve(matrix, Request(cuda=f"=={cuda}.*", python="==3.11.*"))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from cudabox import host
-from cudabox.project import resolve_project
-from cudabox.spec import spec_from_flags
+from cudabox.lock.resolution import resolve_project
+from cudabox.project.spec import spec_from_flags
 from tests.support import run_cli
 
 

@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from cudabox import matrix as matrix_mod
+from cudabox.knowledge import loader
 from cudabox.errors import InputError
-from cudabox.matrix_check import check
-from cudabox.model import DriverVersion
+from cudabox.knowledge.check import check
+from cudabox.knowledge.model import DriverVersion
 
 from tests.support import REPO
 
@@ -109,7 +109,7 @@ def test_broken_file_reports_file_and_line(tmp_path):
     (bundled / "gpus.yaml").write_text(text)
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if '"seven"' in ln)
     with pytest.raises(InputError) as err:
-        matrix_mod.load(bundled=bundled)
+        loader.load(bundled=bundled)
     assert f"gpus.yaml:{line}:" in str(err.value) and "cc" in str(err.value)
 
 
@@ -118,7 +118,7 @@ def test_unknown_key_is_an_error(tmp_path):
     path = bundled / "drivers.yaml"
     path.write_text(path.read_text().replace("- {branch: 450,", "- {brnach: 1, branch: 450,", 1))
     with pytest.raises(InputError, match=r"drivers.yaml:\d+: .*unknown key 'brnach'"):
-        matrix_mod.load(bundled=bundled)
+        loader.load(bundled=bundled)
 
 
 def test_overlays_project_over_user_over_bundled(tmp_path, monkeypatch):
@@ -131,8 +131,8 @@ def test_overlays_project_over_user_over_bundled(tmp_path, monkeypatch):
     (project / ".cudabox" / "matrices").mkdir(parents=True)
     (project / ".cudabox" / "matrices" / "gpus.yaml").write_text(
         "gpus:\n  - {name: Lab GPU, cc: '8.9', arch: Ada, class: workstation, aliases: [labby], source: local}\n")
-    assert matrix_mod.load().gpu("labby").cc == "8.6"
-    m = matrix_mod.load(project)
+    assert loader.load().gpu("labby").cc == "8.6"
+    m = loader.load(project)
     assert m.gpu("labby").cc == "8.9"
     assert m.gpu("V100").cc == "7.0"  # bundled records remain
 
@@ -142,4 +142,4 @@ def test_overlay_error_names_overlay_file(tmp_path):
     (project / ".cudabox" / "matrices").mkdir(parents=True)
     (project / ".cudabox" / "matrices" / "drivers.yaml").write_text("branches:\n  - {branch: 999}\n")
     with pytest.raises(InputError, match=r"\.cudabox/matrices/drivers.yaml:2: .*missing required key 'cuda'"):
-        matrix_mod.load(project)
+        loader.load(project)

@@ -20,9 +20,11 @@ import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
 
-from cudabox import matrix, matrix_check, paths
-from cudabox.pypi import Client, FixtureTransport, HTTPTransport
-from cudabox.refresh import (
+from cudabox import paths
+from cudabox.knowledge import check as matrix_check
+from cudabox.knowledge import loader, overlay
+from cudabox.knowledge.pypi import Client, FixtureTransport, HTTPTransport
+from cudabox.knowledge.refresh.reader import (
     FRAMEWORKS,
     companion_pin,
     jax_plugin_pins,
@@ -33,7 +35,7 @@ from cudabox.refresh import (
     tf_and_cuda,
     torch_pins,
 )
-from cudabox.refresh_write import run
+from cudabox.knowledge.refresh.write import run
 from tests.support import REPO, run_cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pypi"
@@ -250,7 +252,7 @@ def test_refresh_into_the_user_overlay_is_picked_by_resolve(synthetic_pypi):
            ("cu132", "13.2", "9.27.0.42", "inferred")
     assert "carried from torch 2.15 cu132" in variant["note"]
 
-    m = matrix.load()  # the loader accepts what was written
+    m = loader.load()  # the loader accepts what was written
     assert "9.27.0.42" in {c.version for c in m.cudnn_builds()}  # the pinned cuDNN build is known
     build = next(b for b in m.builds_of("torch") if b.version == "2.16.0")
     assert build.prov.status == "inferred" and build.pypi_default
@@ -285,7 +287,7 @@ def test_refresh_into_bundled_files_keeps_their_comments(tmp_path, monkeypatch):
     removed = [line for line in original if line not in new]
     assert removed and all(line.lstrip().startswith(("versions:", "pypi:", "- {version: \"2.0.1\"")) for line in removed)
     assert '    - {version: "2.0.1", torch: "==2.0.0", source: [PyPI, ' in "\n".join(new)  # corrected from PyPI
-    matrix.load(bundled=copy)
+    loader.load(bundled=copy)
 
 
 def test_dry_run_writes_nothing(synthetic_pypi):
@@ -439,7 +441,7 @@ def test_metadata_from_http_ranges_of_the_wheel(server, tmp_path):
 
 @pytest.mark.network
 def test_live_pypi_lists_releases_newer_than_the_bundled_data(tmp_path):
-    docs = matrix.load_documents(None, REPO / "matrices")
+    docs = overlay.load_documents(None, REPO / "matrices")
     start = time.monotonic()
     newer = newer_releases(Client(HTTPTransport(), cache_dir=tmp_path), docs)
     took = time.monotonic() - start

@@ -1,7 +1,7 @@
 """The renderer: snapshots, determinism, hadolint, injection safety, flavours (no Docker needed).
 
 Snapshots: tests/snapshots/<case>.Dockerfile hold the expected output of each
-case below. After an intended change to templates/ or cudabox/render.py,
+case below. After an intended change to templates/ or cudabox/image/render.py,
 regenerate them and review the diff:
 
     CUDABOX_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/test_render.py
@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 
 from cudabox.errors import InputError
-from cudabox.lock import Lock, ProjectInputs, write_lock
-from cudabox.matrix import Matrix
-from cudabox.model import Tool
-from cudabox.model import Provenance, Thresholds
-from cudabox.render import RenderOptions, render
-from cudabox.stack import FrameworkPick, Stack, Target
+from cudabox.lock.lockfile import Lock, ProjectInputs, write_lock
+from cudabox.knowledge.matrix import Matrix
+from cudabox.knowledge.model import Tool
+from cudabox.knowledge.model import Provenance, Thresholds
+from cudabox.image.render import RenderOptions, render
+from cudabox.resolve.stack import FrameworkPick, Stack, Target
 
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
@@ -316,7 +316,7 @@ def test_support_files_and_requirements():
     result = rendered("slim-torch")
     assert set(result.files) == {".cudabox/build/smoke.py", ".cudabox/build/expect.json",
                                  ".cudabox/build/requirements.txt"}
-    assert result.files[".cudabox/build/smoke.py"] == (REPO / "cudabox" / "smoke.py").read_text()
+    assert result.files[".cudabox/build/smoke.py"] == (REPO / "cudabox" / "image" / "smoke.py").read_text()
     reqs = result.files[".cudabox/build/requirements.txt"].splitlines()
     body = [line for line in reqs if not line.startswith("#")]
     assert body == ["--extra-index-url https://download.pytorch.org/whl/cu128", "torch==2.7.1+cu128",

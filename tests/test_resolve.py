@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from cudabox.errors import InputError, Unsatisfiable
-from cudabox.model import DriverVersion
-from cudabox.resolve import Request, resolve
+from cudabox.knowledge.model import DriverVersion
+from cudabox.resolve.request import Request
+from cudabox.resolve.resolver import resolve
 
 
 def req(m, *requirements, gpus=(), driver=None, **kw) -> Request:

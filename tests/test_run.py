@@ -34,8 +34,8 @@ NAME = f"{TEST_PREFIX}run-{os.getpid()}"  # per session: its image is built here
 @pytest.mark.parametrize("name, framework", [("torch-requirements", "torch"), ("tf-pyproject", "tensorflow"),
                                              ("jax-conda", "jax")])
 def test_init_writes_valid_files(tmp_path, name, framework):
-    from cudabox.lock import read_lock
-    from cudabox.spec import load_spec
+    from cudabox.lock.lockfile import read_lock
+    from cudabox.project.spec import load_spec
 
     project = tmp_path / name
     shutil.copytree(PROJECTS / name, project)
@@ -88,14 +88,14 @@ def test_run_usage_errors(tmp_path):
 
 
 def _stack(matrix, **spec):
-    from cudabox.project import resolve_project
-    from cudabox.spec import spec_from_flags
+    from cudabox.lock.resolution import resolve_project
+    from cudabox.project.spec import spec_from_flags
 
     return resolve_project(spec_from_flags(Path("."), [], **spec), matrix=matrix, no_host=True).stack
 
 
 def test_preflight_names_the_driver_needed(matrix):
-    from cudabox.run import driver_problem
+    from cudabox.jobs.run import driver_problem
 
     stack = _stack(matrix, cuda="==12.8.*", python="==3.11.*")
     assert driver_problem(stack, "570.86.15", matrix=matrix) is None
@@ -109,7 +109,7 @@ def test_preflight_names_the_driver_needed(matrix):
 
 
 def test_gpu_port_env_volume_parsing(tmp_path):
-    from cudabox.run import RunOptions, parse_env, parse_gpus, parse_ports, parse_volume
+    from cudabox.jobs.run import RunOptions, parse_env, parse_gpus, parse_ports, parse_volume
 
     assert parse_gpus("none") == []
     assert parse_gpus("all")[0]["Count"] == -1

@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from cudabox import smoke  # noqa: E402
+from cudabox.image import smoke  # noqa: E402
 
-SMOKE = ROOT / "cudabox" / "smoke.py"
+SMOKE = ROOT / "cudabox" / "image" / "smoke.py"
 ARTIFACTS = Path(__file__).resolve().parent / ".artifacts"
 PY = "%d.%d" % sys.version_info[:2]
 

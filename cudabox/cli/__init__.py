@@ -11,35 +11,8 @@ import sys
 
 import typer
 
-from .. import __version__
 from . import output
-
-app = typer.Typer(
-    name="cudabox",
-    help="One isolated, validated CUDA stack per project, in a container.",
-    epilog="Exit codes: 0 ok, 1 a check failed, 2 bad input, 3 unsatisfiable request, "
-           "4 passed without a GPU (validate), 5 missing engine or runtime. Reference: docs/.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain help: fast start-up (no rich import for --help)
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool):
-    if value:
-        print(f"cudabox {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
-):
-    """One isolated, validated CUDA stack per project, in a container."""
-
+from .root import app
 
 # The order of `cudabox --help`: the daily path first, then operations, then the groups.
 ORDER = ("init", "resolve", "lock", "dockerfile", "build", "validate", "run", "shell", "exec", "ps", "logs",
@@ -48,7 +21,7 @@ ORDER = ("init", "resolve", "lock", "dockerfile", "build", "validate", "run", "s
 
 def _register():
     """Import every command module (each adds its commands to `app`; cheap: typer only), then order them."""
-    from . import build, ci, cluster, images, matrix, refresh, resolve, run  # noqa: F401
+    from . import build, ci, cluster, images, matrix, refresh, resolve, run
 
     def position(info):
         name = info.name or info.callback.__name__.replace("_", "-")

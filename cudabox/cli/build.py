@@ -1,6 +1,6 @@
 """`cudabox build`, `cudabox validate` and `cudabox images ls`: make the project's image and prove it works.
 
-Thin: parse, call cudabox.build / cudabox.validate, print. Heavy imports
+Thin: parse, call cudabox.image.build / cudabox.image.validate, print. Heavy imports
 (docker, rich, jinja2) happen inside the commands.
 """
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import typer
 
-from . import app, output
+from . import output
+from .root import app
 from .images import images_app
 
 JSON = typer.Option(False, "--json", help="Print one JSON object for scripts (progress still goes to stderr).")
@@ -41,7 +42,7 @@ def build(
 
     Exit 0 when built (the smoke test passed, with or without a GPU), 1 when the build or the smoke test
     failed, 5 when no Docker engine answers."""
-    from ..build import ensure_image
+    from ..image.build import ensure_image
 
     output.use_json(json)
     built = ensure_image(project, plain=plain, no_cache=no_cache, ca_cert=ca_cert, validate=not no_validate,
@@ -56,7 +57,7 @@ def build(
         for remote in built.pushed:
             con.print(f"pushed {remote}")
         if built.validation is not None:
-            from ..validate import print_summary
+            from ..image.validate import print_summary
 
             print_summary(built.validation, con)
     if built.validation is not None and built.validation.status == "failed":
@@ -77,12 +78,12 @@ def validate(
 
     Exit 0 passed, 1 failed, 4 passed-without-gpu (everything that needs no GPU passed). The report is
     stored by image ID under the user cache dir (see `cudabox images ls`)."""
-    from ..validate import print_summary, validate_image
+    from ..image.validate import print_summary, validate_image
 
     output.use_json(json)
     if image is None:
-        from ..build import project_tag
-        from ..lock import read_lock
+        from ..image.build import project_tag
+        from ..lock.lockfile import read_lock
 
         image = project_tag(read_lock(project))
     report = validate_image(image, targets=tuple(target or ()), gpu=not no_gpu)
@@ -97,8 +98,8 @@ def validate(
 @images_app.command("ls")
 def images_ls(json: bool = JSON):
     """List the cudabox images in the Docker engine (stacks and projects) with their last validation."""
-    from ..engine import Engine
-    from ..validate import list_images
+    from ..engine.docker import Engine
+    from ..image.validate import list_images
 
     output.use_json(json)
     rows = list_images(Engine.connect())

@@ -1,6 +1,6 @@
 """`cudabox ci ...`: the image catalog in CI (matrix, bake file, build + validate, the workflow and its check).
 
-Thin: parse, call cudabox.ci / cudabox.ci_build, print.
+Thin: parse, call cudabox.ci.workflow / cudabox.ci.build, print.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from . import app, output
+from . import output
+from .root import app
 
 ci_app = typer.Typer(help="Build and validate the image catalog in CI: a GitHub Actions matrix, a "
                           "docker-bake.json, `ci build`, and .github/workflows/images.yml (docs/ci.md).",
@@ -32,7 +33,7 @@ CA_CERT = typer.Option(None, "--ca-cert", metavar="PEM", envvar="CUDABOX_CA_CERT
 
 
 def _images(catalog: Path | None, filters: list[str] | None):
-    from ..ci import load_images, select
+    from ..ci.workflow import load_images, select
 
     return select(load_images(catalog), filters)
 
@@ -43,7 +44,7 @@ def matrix(json: bool = JSON, filter_: list[str] = FILTER, catalog: Path = CATAL
     `echo "matrix=$(cudabox ci matrix --json)" >> "$GITHUB_OUTPUT"`."""
     import json as json_mod
 
-    from ..ci import matrix as build_matrix
+    from ..ci.workflow import matrix as build_matrix
 
     output.use_json(json)
     data = build_matrix(_images(catalog, filter_))
@@ -65,7 +66,7 @@ def bake(output_file: Path = typer.Option(None, "--output", "-o", metavar="FILE"
     import os
     import sys
 
-    from ..ci import bake as build_bake, catalog_dir
+    from ..ci.workflow import bake as build_bake, catalog_dir
 
     root = Path(catalog or catalog_dir()).resolve()
     base = Path(output_file).resolve().parent if output_file else Path.cwd()
@@ -103,8 +104,8 @@ def build(parallel: int = typer.Option(1, "--parallel", "-j", min=1, metavar="N"
           json: bool = JSON, catalog: Path = CATALOG):
     """Build and validate catalog images; JUnit XML and a Markdown summary. Exit 1 when any fails
     (passed-without-gpu counts as passing: no GPU here is not the image's fault)."""
-    from ..ci import catalog_dir
-    from ..ci_build import build_all, default_ca_cert, junit as junit_xml, run_on_slurm, summary as summary_md
+    from ..ci.workflow import catalog_dir
+    from ..ci.build import build_all, default_ca_cert, junit as junit_xml, run_on_slurm, summary as summary_md
     from ..errors import CheckFailed, InputError
     from ..files import write_atomic
 
@@ -138,7 +139,7 @@ def build(parallel: int = typer.Option(1, "--parallel", "-j", min=1, metavar="N"
 
 def _workflow_text(catalog, runner, target: Path):
     """The workflow as generated; without --runner, the labels the existing file uses (else the default)."""
-    from ..ci import DEFAULT_RUNNER, current_runner, load_images, workflow
+    from ..ci.workflow import DEFAULT_RUNNER, current_runner, load_images, workflow
 
     labels = tuple(runner or ()) or current_runner(target) or DEFAULT_RUNNER
     return workflow(load_images(catalog), runner=labels)
@@ -146,7 +147,7 @@ def _workflow_text(catalog, runner, target: Path):
 
 def _workflow_path(path: Path | None) -> Path:
     from .. import paths
-    from ..ci import WORKFLOW
+    from ..ci.workflow import WORKFLOW
 
     return Path(path) if path else paths.repo_root() / WORKFLOW
 
@@ -168,7 +169,7 @@ def workflow(path: Path = WORKFLOW, runner: list[str] = RUNNER, catalog: Path = 
 @ci_app.command("check")
 def check(path: Path = WORKFLOW, runner: list[str] = RUNNER, catalog: Path = CATALOG, json: bool = JSON):
     """Exit 1 when the workflow file differs from what `cudabox ci workflow` would write (CI runs this)."""
-    from ..ci import workflow_drift
+    from ..ci.workflow import workflow_drift
     from ..errors import CheckFailed
 
     output.use_json(json)

@@ -1,6 +1,6 @@
 """`cudabox export slurm|k8s`, `cudabox jobs`, `cudabox fleet plan`, and the `run --on slurm|k8s` backends.
 
-Thin: parse, call cudabox.slurm / slurm_run / k8s / k8s_run / fleet, print.
+Thin: parse, call cudabox.jobs: slurm / slurm_run / k8s / k8s_run / fleet, print.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from . import app, output
+from . import output
+from .root import app
 
 export_app = typer.Typer(help="Print what runs the project on a cluster (an sbatch script, a Kubernetes Job) "
                               "without submitting it.", no_args_is_help=True, rich_markup_mode=None)
@@ -51,7 +52,7 @@ SBATCH_ARG = typer.Option(None, "--sbatch-arg", metavar="--FLAG=VALUE",
 
 
 def _slurm_options(**kw):
-    from ..slurm_run import SlurmOptions
+    from ..jobs.slurm_run import SlurmOptions
 
     kw["env"] = tuple(kw.get("env") or ())
     kw["sbatch_args"] = tuple(kw.get("sbatch_args") or ())
@@ -67,7 +68,7 @@ def export_slurm(command: list[str] = COMMAND, partition: str = PARTITION, gpus:
     """Print the sbatch script that runs CMD in the project's image on a compute node (nothing is submitted)."""
     import sys
 
-    from ..slurm_run import export
+    from ..jobs.slurm_run import export
 
     opts = _slurm_options(partition=partition, gpus=gpus, time=time, nodes=nodes, transport=transport,
                           runtime=runtime, shared_dir=shared_dir, registry=registry, output_dir=output_dir,
@@ -87,7 +88,7 @@ def export_k8s(command: list[str] = COMMAND,
     """A batch/v1 Job for CMD: the project's image, GPU limits, node affinity from the stack, non-root."""
     manifest = _k8s_manifest(project, list(command or ()), gpus=gpus, name=name, namespace=namespace,
                              shm_size=shm_size, registry=registry, image=image)
-    from ..k8s import to_yaml
+    from ..jobs.k8s import to_yaml
 
     text = to_yaml(manifest)
     if output_file is None:
@@ -103,10 +104,10 @@ def export_k8s(command: list[str] = COMMAND,
 
 def _k8s_manifest(project: Path, command: list[str], *, gpus: int, name=None, namespace=None, shm_size=None,
                   registry=None, image=None, lock=None) -> dict:
-    from ..build import project_tag
-    from ..k8s import job
-    from ..lock import read_lock
-    from ..matrix import load
+    from ..image.build import project_tag
+    from ..jobs.k8s import job
+    from ..lock.lockfile import read_lock
+    from ..knowledge.loader import load
 
     lock = lock or read_lock(project)
     ref = image or project_tag(lock)
@@ -119,7 +120,7 @@ def _k8s_manifest(project: Path, command: list[str], *, gpus: int, name=None, na
 @app.command()
 def jobs(json: bool = JSON, all_: bool = typer.Option(False, "--all", "-a", help="Every user's cudabox jobs.")):
     """List your cudabox Slurm jobs (pending, running, and recently ended) with their state and exit code."""
-    from ..slurm_run import list_jobs
+    from ..jobs.slurm_run import list_jobs
 
     output.use_json(json)
     rows = list_jobs(all_users=all_)
@@ -156,15 +157,15 @@ def run_on(on: str, opts, *, partition=None, time=None, nodes=1, transport="loca
         raise InputError(f"{', '.join(unsupported)}: not available with --on {on}")
     gpus = _gpu_count(opts.gpus, on)
     if on == "slurm":
-        from ..slurm_run import run
+        from ..jobs.slurm_run import run
 
         sopts = _slurm_options(partition=partition, gpus=gpus, time=time, nodes=nodes, transport=transport,
                                runtime=runtime, shared_dir=shared_dir, registry=registry, push=push,
                                output_dir=output_dir, image=image, env=opts.env)
         return run(opts.project, list(opts.command), sopts, detach=opts.detach)
     if on == "k8s":
-        from ..k8s_run import submit
-        from ..run import fresh_lock
+        from ..jobs.k8s_run import submit
+        from ..jobs.run import fresh_lock
 
         if opts.env:
             raise InputError(f"--env: not available with --on {on} (bake variables into cudabox.yaml's env:)")
@@ -211,10 +212,10 @@ def fleet_plan(inventory: Path = typer.Option(..., "--inventory", "-i", metavar=
                                                               "stacks on datacenter GPUs)."),
                json: bool = JSON, project: Path = PROJECT):
     """Which stacks run on which nodes, and the newest stack that runs on all of them (or why none does)."""
-    from .. import fleet
-    from ..ci import catalog_dir
-    from ..inventory import Options, read_inventory
-    from ..matrix import load
+    from ..jobs import fleet
+    from ..ci.workflow import catalog_dir
+    from ..jobs.inventory import Options, read_inventory
+    from ..knowledge.loader import load
 
     output.use_json(json)
     m = load(project)
@@ -241,8 +242,8 @@ def fleet_plan(inventory: Path = typer.Option(..., "--inventory", "-i", metavar=
 def _fleet_request(project: Path, m, with_, python, cuda):
     from dataclasses import replace
 
-    from ..resolve import Request, parse_cli_values, request_from_spec
-    from ..spec import load_spec, spec_from_flags
+    from ..resolve.request import Request, parse_cli_values, request_from_spec
+    from ..project.spec import load_spec, spec_from_flags
 
     values = parse_cli_values(python=python, cuda=cuda, cudnn=None, driver=None)
     if with_:
@@ -259,7 +260,7 @@ def _print_fleet(result) -> None:
     from rich.markup import escape as e
     from rich.table import Table
 
-    from ..fleet import describe
+    from ..jobs.fleet import describe
 
     con = output.console()
     for klass in result.classes:

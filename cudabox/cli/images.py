@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from . import app, output
+from . import output
+from .root import app
 
 images_app = typer.Typer(help="The curated image catalog in images/ (from matrices/catalog.yaml).",
                          no_args_is_help=True)
@@ -29,9 +30,9 @@ def dockerfile(
     """Render the project's Dockerfile from cudabox.lock (stdout by default)."""
     import sys
 
-    from ..lock import read_lock
-    from ..matrix import load
-    from ..render import RenderOptions, render
+    from ..lock.lockfile import read_lock
+    from ..knowledge.loader import load
+    from ..image.render import RenderOptions, render
 
     lock = read_lock(project)
     rendered = render(lock, matrix=load(project), options=RenderOptions(buildkit=not legacy, installer=installer))
@@ -45,7 +46,7 @@ def dockerfile(
 
 
 def _plan():
-    from ..catalog import plan
+    from ..image.catalog import plan
 
     return plan()
 
@@ -63,7 +64,7 @@ def _failed(message: str, reasons: list[str]):
 def generate(json: bool = JSON, output_dir: Path = OUTPUT_DIR):
     """Render every catalog image into images/<framework>/<tag>/ plus images/README.md; delete images the
     catalog no longer lists. Exit 1 when an entry can't be resolved (the others are still written)."""
-    from ..catalog import default_dir, generate as write_tree
+    from ..image.catalog import default_dir, generate as write_tree
 
     output.use_json(json)
     root = output_dir or default_dir()
@@ -87,7 +88,7 @@ def generate(json: bool = JSON, output_dir: Path = OUTPUT_DIR):
 @images_app.command("check")
 def check(json: bool = JSON, output_dir: Path = OUTPUT_DIR):
     """Exit 1 when images/ differs from what `cudabox images generate` would write (CI runs this)."""
-    from ..catalog import default_dir, differences
+    from ..image.catalog import default_dir, differences
 
     output.use_json(json)
     root = output_dir or default_dir()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from . import app, output
+from . import output
+from .root import app
 
 matrix_app = typer.Typer(help="Show and check the compatibility matrix (matrices/ + overlays).", rich_markup_mode=None,
                          no_args_is_help=True)
@@ -30,7 +31,7 @@ PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Projec
 
 
 def _load(project: Path):
-    from ..matrix import load
+    from ..knowledge.loader import load
 
     return load(project)
 
@@ -38,7 +39,7 @@ def _load(project: Path):
 @matrix_app.command("show")
 def show(subject: Subject = typer.Argument(..., help="What to show."), json: bool = JSON, project: Path = PROJECT):
     """Show one subject of the matrix as a table (or --json)."""
-    from ..report_matrix import subject_rows
+    from ..knowledge.report import subject_rows
 
     output.use_json(json)
     m = _load(project)
@@ -53,7 +54,7 @@ def show(subject: Subject = typer.Argument(..., help="What to show."), json: boo
 def gpu(name: str = typer.Argument(..., help="GPU name, alias, nvidia-smi name, sm_89 or 8.9."),
         json: bool = JSON, project: Path = PROJECT):
     """What a GPU is, and which CUDA toolkits and framework releases can drive it."""
-    from ..report_matrix import gpu_report
+    from ..knowledge.report import gpu_report
 
     output.use_json(json)
     m = _load(project)
@@ -90,7 +91,7 @@ def gpu(name: str = typer.Argument(..., help="GPU name, alias, nvidia-smi name, 
 def check(project: Path = PROJECT, json: bool = JSON,
           strict: bool = typer.Option(False, "--strict", help="Treat warnings as errors.")):
     """Cross-check the matrix; exit 1 on any error (CI runs this)."""
-    from ..matrix_check import check as run_check
+    from ..knowledge.check import check as run_check
 
     output.use_json(json)
     result = run_check(_load(project))

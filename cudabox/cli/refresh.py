@@ -40,9 +40,9 @@ def refresh(
     project: Path = PROJECT,
 ):
     """Read PyPI (releases, pins, Requires-Python) and add what the matrix lacks; prints the diff first."""
-    from ..pypi import Client, HTTPTransport
-    from ..refresh import FRAMEWORKS
-    from ..refresh_write import as_json, run, target_dir
+    from ..knowledge.pypi import Client, HTTPTransport
+    from ..knowledge.refresh.reader import FRAMEWORKS
+    from ..knowledge.refresh.write import as_json, run, target_dir
 
     output.use_json(json)
     chosen = [f.value for f in framework] if framework else list(FRAMEWORKS)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from . import app, output
+from . import output
+from .root import app
 
 WITH = typer.Option(None, "--with", "-w", metavar="REQ",
                     help="A requirement (PEP 508), repeatable. Without it, ./cudabox.yaml is read.")
@@ -27,8 +28,8 @@ DIRECTORY = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Proj
 
 
 def _spec(directory: Path, with_: list[str] | None, **flags):
-    from ..resolve import parse_cli_values
-    from ..spec import FLAVOURS, load_spec, spec_from_flags
+    from ..resolve.request import parse_cli_values
+    from ..project.spec import FLAVOURS, load_spec, spec_from_flags
 
     values = parse_cli_values(python=flags["python"], cuda=flags["cuda"], cudnn=flags["cudnn"],
                               driver=flags["driver"])
@@ -48,7 +49,7 @@ def _spec(directory: Path, with_: list[str] | None, **flags):
 
 
 def _resolution(directory, with_, no_host, eol, **flags):
-    from ..project import resolve_project
+    from ..lock.resolution import resolve_project
 
     spec = _spec(directory, with_, **flags)
     return resolve_project(spec, no_host=no_host, allow_eol_images=eol or None)
@@ -106,7 +107,7 @@ def lock(check: bool = typer.Option(False, "--check", help="Exit 1 when cudabox.
          flavour: str = FLAVOUR, allow_forward_compat: bool = FORWARD, allow_eol_images: bool = EOL,
          no_host: bool = NO_HOST, json: bool = JSON, project: Path = DIRECTORY):
     """Resolve ./cudabox.yaml and write cudabox.lock atomically (or --check that it is current)."""
-    from ..lock import LOCK_FILE, check_lock, write_lock
+    from ..lock.lockfile import LOCK_FILE, check_lock, write_lock
 
     output.use_json(json)
     if check:

@@ -1,6 +1,6 @@
 """`cudabox init`, `run`, `shell`, `exec`, `ps`, `logs`, `stop` and `doctor`: a project's daily commands.
 
-Thin: parse, call cudabox.scaffold / cudabox.run / cudabox.doctor, print.
+Thin: parse, call cudabox.project.detect / lock.init / jobs.run / jobs.doctor, print.
 `run` collects its flags into a RunOptions and hands it to a backend; another
 backend (Slurm, Kubernetes) is one more entry in BACKENDS and an `--on` flag.
 """
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import typer
 
-from . import app, cluster, output
+from . import cluster, output
+from .root import app
 
 NO_HOST = typer.Option(False, "--no-host", help="Ignore this host's driver and GPUs (also CUDABOX_NO_HOST=1).")
 JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
@@ -39,7 +40,7 @@ NO_MOUNT = typer.Option(False, "--no-mount", help="Use the project copy baked in
 ON = typer.Option("local", "--on", metavar="WHERE", help="local (this machine's engine, default), slurm (an sbatch "
                                                          "job on the cluster) or k8s (a Job; needs cudabox[k8s]).")
 
-BACKENDS = {"docker": "cudabox.run:run"}  # `--on slurm|k8s` adds entries here
+BACKENDS = {"docker": "cudabox.jobs.run:run"}  # `--on slurm|k8s` adds entries here
 
 
 def _dispatch(opts, on: str = "docker") -> int:
@@ -50,7 +51,7 @@ def _dispatch(opts, on: str = "docker") -> int:
 
 
 def _options(project, **kw):
-    from ..run import RunOptions
+    from ..jobs.run import RunOptions
 
     return RunOptions(project=Path(project), env=list(kw.pop("env") or []),
                       env_files=list(kw.pop("env_file") or []), ports=list(kw.pop("publish") or []),
@@ -102,8 +103,8 @@ def exec_(job: str = typer.Argument(..., metavar="NAME", help="A running job (cu
     """Run CMD inside a running job (as the job's user); exits with CMD's exit code."""
     import sys
 
-    from ..run import RunOptions, client, parse_env
-    from ..run_io import exec_in
+    from ..jobs.run import RunOptions, client, parse_env
+    from ..jobs.run_io import exec_in
 
     command = list(command or [])[1:] if (command or [None])[0] == "--" else list(command or [])
     if not command:  # (with NAME first, the parser keeps the `--`)
@@ -117,8 +118,8 @@ def exec_(job: str = typer.Argument(..., metavar="NAME", help="A running job (cu
 @app.command()
 def ps(all_: bool = typer.Option(False, "--all", "-a", help="Include jobs that have ended."), json: bool = JSON):
     """List cudabox jobs (containers with the io.cudabox.run label)."""
-    from ..run import client
-    from ..run_io import jobs
+    from ..jobs.run import client
+    from ..jobs.run_io import jobs
 
     output.use_json(json)
     rows = jobs(client().api, all_=all_)
@@ -135,8 +136,8 @@ def logs(job: str = typer.Argument(..., metavar="NAME"),
          follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the job writes."),
          tail: str = typer.Option("all", "--tail", metavar="N", help="Only the last N lines.")):
     """Print a job's output (stdout to stdout, stderr to stderr)."""
-    from ..run import client
-    from ..run_io import logs as job_logs
+    from ..jobs.run import client
+    from ..jobs.run_io import logs as job_logs
 
     job_logs(client().api, job, follow=follow, tail=tail)
 
@@ -145,8 +146,8 @@ def logs(job: str = typer.Argument(..., metavar="NAME"),
 def stop(jobs_: list[str] = typer.Argument(..., metavar="NAME..."), keep: bool = KEEP,
          time: int = typer.Option(10, "--time", "-t", metavar="SECONDS", help="Seconds between SIGTERM and SIGKILL.")):
     """Stop jobs (SIGTERM, then SIGKILL) and remove their containers."""
-    from ..run import client
-    from ..run_io import stop as stop_job
+    from ..jobs.run import client
+    from ..jobs.run_io import stop as stop_job
 
     api = client().api
     for job in jobs_:
@@ -165,8 +166,8 @@ def init(path: Path = typer.Argument(Path("."), help="Project directory."),
     """Detect what the project needs, resolve, and write cudabox.yaml, cudabox.lock and .dockerignore."""
     import sys
 
-    from ..detect import detect
-    from ..scaffold import plan_init, write_plan
+    from ..project.detect import detect
+    from ..lock.init import plan_init, write_plan
 
     output.use_json(json)
     found = detect(path)
@@ -216,7 +217,7 @@ def _print_plan(plan) -> None:
 @app.command()
 def doctor(json: bool = JSON, no_host: bool = NO_HOST, project: Path = PROJECT):
     """Check the engine, BuildKit, GPU runtime, driver and the project's lock; a fix for each problem."""
-    from ..doctor import diagnose, report
+    from ..jobs.doctor import diagnose, report
 
     output.use_json(json)
     checks = diagnose(project, no_host=no_host)

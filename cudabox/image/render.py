@@ -1,0 +1,289 @@
+"""Render a locked stack into a Dockerfile, a .dockerignore and the build context's support files.
+
+templates/Dockerfile.j2 draws the stages; this module decides the values and
+makes each one safe for the place it lands: a shell word (`sh`), a Dockerfile
+ENV/LABEL value (`dq`) or a JSON exec-form RUN (`json`). A value that can't be
+made safe (a newline in an ENV value, an apt name with a space) is refused with
+an InputError, whoever called: cudabox.yaml is validated at the door
+(project/spec.py), but a lock file can be edited and a library caller can skip the
+door. Same inputs, same bytes: nothing here reads the clock or the host.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+
+from .. import paths
+from ..errors import InputError
+from ..lock.lockfile import Lock
+from ..project.spec import APT_PACKAGE, CONTAINER_PATH, ENV_NAME, NAME, URL, parse_requirement
+from ..resolve.stack import Stack
+
+EXPECT_SCHEMA = "cudabox.expect/v1"
+INSTALLERS = ("uv", "pip")
+FLAVOURS = ("slim", "runtime", "devel")
+USER = "cudabox"
+OPT = "/opt/cudabox"  # smoke test, expect.json, requirements.txt, uv-managed Python
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9._-]+)?(@sha256:[0-9a-f]{64})?$")
+_PYTHON = re.compile(r"^3\.\d{1,2}$")
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]*$")  # versions, variants, names in comments/labels
+_CONTEXT_PATH = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._/-]*$")  # relative; ".." segments refused separately
+# cudabox owns these: a project value would break the venv or defeat the driver check
+_RESERVED_ENV = ("PATH", "VIRTUAL_ENV", "NVIDIA_REQUIRE_CUDA")
+_RESERVED_DIRS = ("/opt/venv", OPT, "/usr", "/etc", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev")
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How to render: builder features, installer, and where support files sit in the build context."""
+
+    buildkit: bool = True  # False: the legacy builder (no --mount: no caches, no secrets)
+    secrets: bool = True  # BuildKit build secrets (CA, index URLs); they need a client session (buildx/CLI)
+    installer: str = "uv"  # uv | pip (pip: no uv unless the stack's Python comes from uv)
+    support_dir: str = ".cudabox/build"  # smoke.py and requirements.txt, relative to the build context
+    expect_path: str | None = None  # expect.json in the context; default: support_dir/expect.json
+    stack_only: bool = False  # only the stack stage (catalog images)
+    uid: int = 1000  # the non-root user's uid (1000: the usual first user of a host, for bind mounts)
+    title: str | None = None  # org.opencontainers.image.title
+    version: str | None = None  # org.opencontainers.image.version (catalog tag)
+    regenerate: str = "cudabox dockerfile -o .cudabox/build/Dockerfile"  # told in the header
+
+
+@dataclass(frozen=True)
+class Rendered:
+    dockerfile: str
+    dockerignore: str
+    expect_json: str
+    files: dict[str, str] = field(default_factory=dict)  # build-context path -> text to place there
+    target: str = "project"  # the stage to build for the final image
+
+
+def render(lock_or_stack: Lock | Stack, *, matrix=None, options: RenderOptions = RenderOptions()) -> Rendered:
+    """Render a Lock (stack + project stages) or a bare Stack (stack stage only)."""
+    lock = lock_or_stack if isinstance(lock_or_stack, Lock) else None
+    stack = lock.stack if lock else lock_or_stack
+    opts = _check_options(options)
+    stack_only = opts.stack_only or lock is None
+    support = opts.support_dir.rstrip("/")
+    paths_in_context = {"smoke": f"{support}/smoke.py", "requirements": f"{support}/requirements.txt",
+                        "expect": opts.expect_path or f"{support}/expect.json"}
+    if matrix is None:  # the expectations and the pinned build tools come from the matrix
+        from ..knowledge.loader import load
+
+        matrix = load()
+    expect = expect_json(stack, matrix)
+    values = _stack_values(stack, opts)
+    values["uv_version"] = _match(_WORD, matrix.tools["uv"].version, "uv version (matrices/images.yaml tools)")
+    project = None if stack_only else _project_values(lock, stack, dict(values["stack_labels"]),
+                                                      values["runtime_base"])
+    env = _jinja()
+    context = dict(values, opts=opts, ctx=paths_in_context, project=project, user=USER, opt=OPT,
+                   stack_only=stack_only)
+    dockerfile = env.get_template("Dockerfile.j2").render(**context)
+    dockerignore = env.get_template("dockerignore.j2").render(support_dir=support)
+    files = {paths_in_context["smoke"]: smoke_source(), paths_in_context["expect"]: expect}
+    if project is not None:
+        files[paths_in_context["requirements"]] = requirements_txt(lock, stack)
+    return Rendered(dockerfile=dockerfile, dockerignore=dockerignore, expect_json=expect, files=files,
+                    target="stack" if stack_only else "project")
+
+
+# --------------------------------------------------------------------------- support files
+
+
+def expect_json(stack: Stack, matrix=None) -> str:
+    """What the in-image smoke test checks (cudabox/image/smoke.py reads it), as sorted JSON."""
+    thresholds = getattr(matrix, "thresholds", None)
+    data = {
+        "schema": EXPECT_SCHEMA, "stack_hash": stack.hash, "python": stack.python, "cuda": stack.cuda,
+        "cudnn": stack.cudnn, "packages": dict(stack.packages), "frameworks": list(stack.framework_names),
+        "min_driver": stack.min_driver,
+        "targets": [{"gpu": t.gpu, "cc": t.cc, "peak_fp16_tflops": t.peak_fp16_tflops,
+                     "peak_bandwidth_gbs": t.peak_bandwidth_gbs} for t in stack.targets],
+        "thresholds": None if thresholds is None else {"gemm_pass": thresholds.gemm_pass,
+                                                       "bandwidth_pass": thresholds.bandwidth_pass},
+    }
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def smoke_source() -> str:
+    return (Path(__file__).resolve().parent / "smoke.py").read_text(encoding="utf-8")
+
+
+def requirements_txt(lock: Lock, stack: Stack) -> str:
+    """The project's pip requirements; the stack's pins come first so that nothing here can replace them."""
+    p = lock.project
+    lines = ["# Generated by cudabox from cudabox.lock; do not edit (edit cudabox.yaml, then `cudabox lock`).",
+             "# The stack's pins are already installed: listed so that the project's packages can't replace them.",
+             "# The project's own index URLs arrive as build secrets (they may hold credentials), not here."]
+    for url in stack.index_urls:
+        lines.append(f"--extra-index-url {_url(url, 'extra index URL')}")
+    lines += [_requirement(r, "stack requirement") for r in stack.requirements]
+    lines += [_requirement(r, "requirement") for r in p.requirements]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- values for the template
+
+
+def _stack_values(stack: Stack, opts: RenderOptions) -> dict:
+    if stack.flavour not in FLAVOURS:
+        raise InputError(f"stack flavour {stack.flavour!r}: expected one of {', '.join(FLAVOURS)}")
+    if stack.python_install not in ("os", "uv"):
+        raise InputError(f"stack python_install {stack.python_install!r}: expected os or uv")
+    base = _image(stack.base_image)
+    runtime_base = None
+    if stack.flavour == "slim" and base.startswith("nvidia/cuda"):
+        raise InputError(f"slim stack with base {base}: slim images take CUDA from wheels, not nvidia/cuda")
+    if stack.flavour == "devel":
+        if base.count("-devel-") != 1:
+            raise InputError(f"devel stack with base {base}: expected an nvidia/cuda ...-devel-... tag")
+        runtime_base = base.replace("-devel-", "-runtime-")
+    python = _match(_PYTHON, stack.python, "stack python")
+    for word in (stack.cuda, *(x for f in stack.frameworks for x in (f.name, f.version, f.variant))):
+        _match(_WORD, word, "stack field")
+    picks = ", ".join(f"{f.name} {f.version} ({f.variant})" for f in stack.frameworks)
+    summary = ", ".join(x for x in (picks, f"CUDA {stack.cuda}", f"Python {python}", stack.flavour) if x)
+    uses_uv = opts.installer == "uv" or stack.python_install == "uv"
+    labels = {"org.opencontainers.image.title": opts.title or f"cudabox stack {stack.hash[:12]}",
+              "org.opencontainers.image.description": f"cudabox CUDA stack: {summary}",
+              "org.opencontainers.image.base.name": base,
+              "io.cudabox.stack": stack_label(stack), "io.cudabox.stack.hash": stack.hash,
+              "io.cudabox.requirement": stack.requirement}
+    if opts.version:
+        labels["org.opencontainers.image.version"] = opts.version
+    return dict(
+        stack_hash=stack.hash, summary=summary, base=base, runtime_base=runtime_base, flavour=stack.flavour,
+        python=python, python_install=stack.python_install, uses_uv=uses_uv,
+        os_packages=["ca-certificates"] + (["python3"] if stack.python_install == "os" else [])
+        + (["python3-venv"] if stack.python_install == "os" and opts.installer == "pip" else []),
+        requirements=[_requirement(r, "stack requirement") for r in stack.requirements],
+        index_urls=[_url(u, "stack index URL") for u in stack.index_urls],
+        requirement=_text(stack.requirement, "stack requirement (NVIDIA_REQUIRE_CUDA)"),
+        stack_labels=sorted(labels.items()))
+
+
+def _project_values(lock: Lock, stack: Stack, stack_labels: dict, runtime_base: str | None) -> dict:
+    p = lock.project
+    name = _match(NAME, p.name, "project name")
+    for pkg in p.system_packages:
+        _match(APT_PACKAGE, pkg, "system package")
+    env = []
+    for key, value in p.env:
+        _match(ENV_NAME, key, "env name")
+        if key in _RESERVED_ENV:
+            raise InputError(f"env: {key} is set by cudabox (it carries the stack); choose another name")
+        env.append((key, _text(value, f"env {key}")))
+    workdir = _match(CONTAINER_PATH, p.workdir, "workdir")
+    if ".." in workdir.split("/") or workdir.rstrip("/") == "" or \
+            any(workdir == d or workdir.startswith(d + "/") for d in _RESERVED_DIRS):
+        raise InputError(f"workdir {workdir!r}: choose a directory of its own (e.g. /workspace)")
+    for i, cmd in enumerate(p.run, 1):
+        if not isinstance(cmd, str) or "\x00" in cmd:
+            raise InputError(f"run step {i}: commands must be text without NUL bytes")
+    requirements_txt(lock, stack)  # validates every line before anything is written
+    own = {"org.opencontainers.image.title": name, "io.cudabox.project": name, "io.cudabox.lock.hash": lock.hash}
+    return dict(name=name, system_packages=list(p.system_packages), env=env, workdir=workdir.rstrip("/"),
+                run=list(p.run), has_requirements=bool(p.requirements), labels=sorted(own.items()),
+                final_labels=runtime_base and sorted(  # devel: the runtime stage carries every label
+                    {**stack_labels, **own, "org.opencontainers.image.base.name": runtime_base}.items()))
+
+
+def stack_label(stack: Stack) -> str:
+    """The stack's build fields as canonical JSON: sha256 of this label is io.cudabox.stack.hash."""
+    data = stack.to_dict()
+    return json.dumps({k: data[k] for k in Stack.BUILD_FIELDS}, sort_keys=True, separators=(",", ":"),
+                      default=str)
+
+
+def _check_options(opts: RenderOptions) -> RenderOptions:
+    if opts.installer not in INSTALLERS:
+        raise InputError(f"installer {opts.installer!r}: expected one of {', '.join(INSTALLERS)}")
+    for what, value in (("support_dir", opts.support_dir), ("expect_path", opts.expect_path)):
+        if value is not None and (not _CONTEXT_PATH.match(value) or ".." in value.split("/")):
+            raise InputError(f"{what} {value!r}: expected a plain path inside the build context")
+    if not isinstance(opts.uid, int) or not 0 < opts.uid < 65534:
+        raise InputError(f"uid {opts.uid!r}: expected a non-root uid")
+    for what, value in (("title", opts.title), ("version", opts.version), ("regenerate", opts.regenerate)):
+        if value is not None:
+            _text(value, what)
+    return opts
+
+
+# --------------------------------------------------------------------------- validation and quoting
+
+
+def _text(value, what: str) -> str:
+    """A single-line value: control characters (a newline ends a Dockerfile instruction) are refused."""
+    if not isinstance(value, str) or _CONTROL.search(value):
+        raise InputError(f"{what}: {value!r} contains a newline or control character")
+    return value
+
+
+def _match(pattern: re.Pattern, value, what: str) -> str:
+    if not isinstance(value, str) or not pattern.match(value):
+        raise InputError(f"{what}: {value!r} is not allowed here")
+    return value
+
+
+def _image(ref) -> str:
+    return _match(_IMAGE, ref, "base image")
+
+
+def _requirement(text, what: str) -> str:
+    return parse_requirement(_text(text, what), what=what)
+
+
+def _url(url, what: str) -> str:
+    _match(URL, _text(url, what), what)
+    if urlsplit(url).password is not None or "@" in urlsplit(url).netloc:
+        raise InputError(f"{what}: {url!r} carries credentials, which would be stored in the image; "
+                         "pass the index as the pip_index_url / pip_extra_index_url build secret instead")
+    return url
+
+
+def sh(value) -> str:
+    """A shell word (shell-form RUN); one line only, or the next line would become an instruction."""
+    return shlex.quote(_text(str(value), "shell word"))
+
+
+def dq(value) -> str:
+    """A double-quoted ENV/LABEL value: literal ($ does not expand), one line.
+
+    A backslash is written outside the quotes: "a"\\\\"b" is a\\b to Docker, as "a\\\\b" would be,
+    but hadolint's parser can't read an escaped backslash right before a quote.
+    """
+    text = _text(str(value), "ENV/LABEL value")
+    return '"' + "".join(_DQ.get(ch, ch) for ch in text) + '"'
+
+
+_DQ = {'"': '\\"', "$": "\\$", "\\": '"\\\\"'}
+
+
+def exec_form(argv) -> str:
+    """A JSON exec-form array: the whole command is one JSON string, so it can't start an instruction.
+
+    An escaped backslash right before a quote (\\\\" or \\\\\\") is written \\u005c: the same to
+    Docker's JSON parser, but hadolint's parser would read that quote wrongly.
+    """
+    tokens = re.findall(r'\\u[0-9a-fA-F]{4}|\\.|[^\\]', json.dumps(list(argv), ensure_ascii=True))
+    return "".join("\\u005c" if tok == "\\\\" and nxt in ('"', '\\"') else tok
+                   for tok, nxt in zip(tokens, tokens[1:] + [""]))
+
+
+def _jinja():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, autoescape=False)
+    env.filters.update(sh=sh, dq=dq, exec_form=exec_form)
+    return env

@@ -1,0 +1,390 @@
+"""`cudabox run`: a command in the project's own stack, through the Docker engine API.
+
+The fast path (fresh lock, image present) reads two small files and makes the
+same engine calls as `docker run` (inspect, create, attach, start, wait,
+remove): no resolution, no matrix, no build-context hashing. The job runs as
+the invoking user (files written to the mounted project stay theirs) with a
+writable HOME, the host's package/model caches, and signals forwarded, so
+Ctrl-C ends the job and leaves no container behind. Container I/O (streams,
+TTY, signals) lives in run_io.py; ps/logs/stop/exec there too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import EnvironmentProblem, InputError
+from .run_io import LABEL
+
+HOME = "/home/cudabox"  # a tmpfs owned by the job's user
+# Host variables a job sees without -e: GPU selection, tokens, proxies, NCCL/threads tuning.
+PASS_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CUDA_DEVICE_ORDER",
+            "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_ENDPOINT", "WANDB_API_KEY", "WANDB_MODE",
+            "OMP_NUM_THREADS", "TORCH_CUDA_ARCH_LIST", "http_proxy", "https_proxy", "no_proxy",
+            "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+PASS_PREFIXES = ("NCCL_",)
+# (variable in the job, host cache subdirectory, mount point when the image doesn't set the variable)
+CACHES = (("PIP_CACHE_DIR", "pip", "/cache/pip"), ("UV_CACHE_DIR", "uv", "/cache/uv"),
+          ("HF_HOME", "huggingface", "/cache/huggingface"), ("TORCH_HOME", "torch", "/cache/torch"))
+ULIMITS = (("memlock", -1, -1), ("stack", 67108864, 67108864))  # NCCL: pinned memory, deep stacks
+
+
+@dataclass
+class RunOptions:
+    """Everything `cudabox run` was asked; the CLI fills it, a backend (docker, later slurm/k8s) runs it."""
+
+    project: Path = Path(".")
+    command: list[str] = field(default_factory=list)
+    gpus: str | None = None  # all | none | 0,2 | GPU-UUID; None: all when the host has GPUs
+    env: list[str] = field(default_factory=list)  # KEY=VAL or KEY (from the host)
+    env_files: list[Path] = field(default_factory=list)
+    ports: list[str] = field(default_factory=list)
+    volumes: list[str] = field(default_factory=list)
+    workdir: str | None = None  # where the project is mounted; default: the lock's workdir
+    name: str | None = None
+    user: str | None = None  # UID[:GID]; default: the invoking user's
+    ipc: str | None = "host"  # host: DataLoader workers share tensors through /dev/shm
+    shm_size: str | None = None  # instead of --ipc host: a private /dev/shm of this size
+    tty: bool | None = None  # None: when stdin and stdout are terminals
+    interactive: bool = False  # keep stdin open (implied by a TTY)
+    detach: bool = False
+    keep: bool = False  # don't remove the container when the job ends
+    caches: bool = True
+    mount_project: bool = True
+    no_host: bool = False
+    labels: dict = field(default_factory=dict)
+
+
+def say(message: str) -> None:
+    """cudabox's own lines go to stderr: stdout belongs to the job."""
+    sys.stderr.write(f"cudabox: {message}\n")
+    sys.stderr.flush()
+
+
+def client():
+    """A Docker API client, or EnvironmentProblem (exit 5) naming what to do."""
+    from ..engine.docker import Engine
+
+    return Engine.connect().client
+
+
+# --------------------------------------------------------------------------- lock and image
+
+
+def fresh_lock(project: Path, *, no_host: bool = False):
+    """The project's lock; re-locked (and said so) when cudabox.yaml changed or no lock exists."""
+    from ..lock.lockfile import LOCK_FILE, read_lock, write_lock
+    from ..project.spec import load_spec
+
+    spec = load_spec(project)
+    old = read_lock(project) if (project / LOCK_FILE).exists() else None
+    if old is not None and old.inputs_hash == spec.inputs_hash:
+        return old
+    from ..lock.resolution import resolve_project
+
+    res = resolve_project(spec, no_host=no_host)
+    lock = res.lock()
+    write_lock(lock, project)
+    if old is None:
+        say(f"no {LOCK_FILE} yet: locked {spec.source_file} (stack {lock.stack_hash[:12]})")
+    else:
+        change = "same stack" if old.stack_hash == lock.stack_hash else \
+            f"stack {old.stack_hash[:12]} -> {lock.stack_hash[:12]}"
+        say(f"{spec.source_file} changed since {LOCK_FILE} was written: re-locked ({change})")
+    return lock
+
+
+def image_for(engine, project: Path, lock) -> dict:
+    """The project image's attributes; built first (with progress) when missing. Validating is
+    `cudabox build`'s and `cudabox validate`'s job: a job should start as soon as its image exists."""
+    from ..image.build import ensure_image, project_tag
+
+    tag = project_tag(lock)
+    found = engine.image(tag)
+    if found:
+        return found
+    say(f"image {tag} not built yet: building it")
+    built = ensure_image(project, lock=lock, progress=True, validate=False, engine=engine)
+    return engine.image(built.tag)
+
+
+# --------------------------------------------------------------------------- GPUs and the driver
+
+
+def host_has_gpu() -> bool:
+    """Cheap: the device nodes or the explicit environment; no NVML or nvidia-smi on the fast path."""
+    if os.environ.get("CUDABOX_NO_HOST") not in (None, "", "0"):
+        return False
+    if os.environ.get("CUDABOX_GPUS"):
+        return True
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
+
+
+def parse_gpus(text: str, access=None) -> list:
+    """all | none | 0,2 (device indexes, not a count) | GPU-UUID[,...] -> Docker DeviceRequests.
+
+    `access` (engine.GpuAccess) says how this engine hands out GPUs: --gpus-style
+    requests, or CDI device names (nvidia.com/gpu=0).
+    """
+    from docker.types import DeviceRequest
+
+    text = text.strip()
+    if text == "none":
+        return []
+    cdi = getattr(getattr(access, "request", None), "driver", None) == "cdi"
+    ids = ["all"] if text == "all" else [part.strip() for part in text.removeprefix("device=").split(",")]
+    for part in ids:
+        if not re.fullmatch(r"all|\d+|(GPU|MIG)-[A-Za-z0-9/-]+", part) or (part == "all" and len(ids) > 1):
+            raise InputError(f"--gpus {text}: {part!r} is not a GPU index or UUID (all | none | 0,2 | GPU-<uuid>)")
+    if cdi:
+        return [DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={i}" for i in ids])]
+    if ids == ["all"]:
+        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+
+
+def driver_problem(stack, driver: str, requirement: str | None = None, matrix=None) -> str | None:
+    """None when `driver` runs the stack; else why not, naming the driver needed.
+
+    Docker's CDI path skips the NVIDIA toolkit's own NVIDIA_REQUIRE_CUDA check, so
+    cudabox does it: natively or by minor-version compatibility per the matrix;
+    forward compatibility only when the lock chose it (its branch ranges).
+    """
+    from ..knowledge.loader import load
+    from ..knowledge.model import DriverVersion
+
+    d = DriverVersion.parse(driver)
+    requirement = requirement or stack.requirement
+    if stack.driver_mode == "forward-compat":
+        ranges = re.findall(r"driver>=(\d+),driver<(\d+)", requirement)
+        if any(int(lo) <= d.branch < int(hi) for lo, hi in ranges):
+            return None
+    m = matrix or load()
+    floor = re.search(r"cuda>=(\d+\.\d+)", requirement)
+    need = floor.group(1) if floor else stack.cuda
+    if m.runs_natively(d, need) and (stack.driver_mode != "minor-compat" or m.minor_compatible(d, stack.cuda)):
+        return None
+    return (f"this image needs an NVIDIA driver >= {stack.min_driver or '?'} ({requirement}); the host's "
+            f"driver {d} runs CUDA {m.driver_cuda(d) or '?'}. Upgrade the driver, or re-lock for it: set "
+            f"`driver: \"{d}\"` in cudabox.yaml (or run `cudabox lock` on this host without one)")
+
+
+def preflight(lock, image: dict, *, no_host: bool = False) -> None:
+    from .. import host as host_mod
+
+    host = host_mod.detect(ignore=no_host)
+    if not host.driver:
+        return  # nothing to compare; the engine says what's missing
+    labels = (image.get("Config") or {}).get("Labels") or {}
+    problem = driver_problem(lock.stack, host.driver, labels.get("io.cudabox.requirement"))
+    if problem:
+        raise EnvironmentProblem(problem)
+
+
+# --------------------------------------------------------------------------- the container's configuration
+
+
+def parse_env(opts: RunOptions, environ=os.environ) -> dict:
+    """Pass-through list, then --env-file, then -e (later wins). `KEY` alone takes the host's value."""
+    env = {k: v for k, v in environ.items() if k in PASS_ENV or k.startswith(PASS_PREFIXES)}
+    items = []
+    for path in opts.env_files:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise InputError(f"--env-file {path}: {exc.strerror or exc}") from None
+        items += [(f"{path}:{n}", line.strip()) for n, line in enumerate(lines, 1)
+                  if line.strip() and not line.strip().startswith("#")]
+    items += [("-e", item) for item in opts.env]
+    for where, item in items:
+        key, eq, value = item.partition("=")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise InputError(f"{where}: {item!r}: expected KEY=VALUE or KEY")
+        if eq:
+            env[key] = value
+        elif key in environ:
+            env[key] = environ[key]
+    return env
+
+
+def parse_ports(specs: list[str]) -> tuple[list, dict]:
+    """-p [IP:][HOST:]CONTAINER[/proto] -> (exposed ports, bindings), as `docker run -p`."""
+    ports, bindings = [], {}
+    for spec in specs:
+        m = re.fullmatch(r"(?:(\d{1,3}(?:\.\d{1,3}){3}):)?(?:(\d*):)?(\d+)(?:/(tcp|udp|sctp))?", spec)
+        if not m:
+            raise InputError(f"-p {spec}: expected [IP:][HOST_PORT:]CONTAINER_PORT[/tcp|udp]")
+        ip, host_port, port, proto = m.groups()
+        key = f"{port}/{proto or 'tcp'}"
+        ports.append((int(port), proto or "tcp"))
+        host = int(host_port) if host_port else None
+        bindings.setdefault(key, []).append((ip, host) if ip else host)
+    return ports, {k: v if len(v) > 1 else v[0] for k, v in bindings.items()}
+
+
+def parse_volume(spec: str) -> str:
+    """-v SRC:DST[:ro|rw]: a relative SRC is a host path from the current directory; else a named volume."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not parts[1].startswith("/") or (len(parts) == 3 and parts[2] not in
+                                                                      ("ro", "rw", "z", "Z")):
+        raise InputError(f"-v {spec}: expected HOST_PATH:CONTAINER_PATH[:ro] or VOLUME:CONTAINER_PATH[:ro]")
+    if parts[0].startswith((".", "/", "~")):
+        parts[0] = str(Path(parts[0]).expanduser().resolve())
+    return ":".join(parts) if len(parts) == 3 else ":".join(parts + ["rw"])
+
+
+def job_user(opts: RunOptions) -> tuple[int, int]:
+    text = opts.user or os.environ.get("CUDABOX_RUN_USER") or f"{os.getuid()}:{os.getgid()}"
+    m = re.fullmatch(r"(\d+)(?::(\d+))?", text)
+    if not m:
+        raise InputError(f"--user {text}: expected UID[:GID] (numbers: the job writes files as this user)")
+    return int(m.group(1)), int(m.group(2) or m.group(1))
+
+
+def cache_binds(image_env: dict, env: dict, uid: int, gid: int) -> tuple[list[str], dict]:
+    """The host's pip/uv/Hugging Face/torch caches, mounted where the job looks for them."""
+    from ..paths import cache_dir
+
+    base = cache_dir().parent  # ~/.cache (XDG_CACHE_HOME)
+    binds, extra_env = [], {}
+    for var, sub, default in CACHES:
+        host = Path(os.environ.get(var) or base / sub) if var == "HF_HOME" else base / sub
+        target = env.get(var) or image_env.get(var) or default
+        if not target.startswith("/"):
+            continue
+        if not host.exists():
+            host.mkdir(parents=True, exist_ok=True)
+            if os.getuid() == 0 and uid != 0:
+                os.chown(host, uid, gid)
+        binds.append(f"{host}:{target}:rw")
+        if var not in env and var not in image_env:
+            extra_env[var] = target
+    return binds, extra_env
+
+
+def container_config(opts: RunOptions, lock, image: dict, gpus: str = "none", access=None) -> dict:
+    """create_container() arguments for the job: mounts, user, GPUs, IPC, ulimits, env, ports, labels."""
+    from docker.types import Ulimit
+
+    cfg = image.get("Config") or {}
+    image_env = dict(item.partition("=")[::2] for item in cfg.get("Env") or [])
+    uid, gid = job_user(opts)
+    env = parse_env(opts)
+    workdir = opts.workdir or lock.project.workdir
+    if not re.fullmatch(r"/[A-Za-z0-9._/-]*", workdir):
+        raise InputError(f"--workdir {workdir!r}: expected an absolute container path")
+    binds = [f"{opts.project.resolve()}:{workdir}:rw"] if opts.mount_project else []
+    if opts.caches:
+        more, cache_env = cache_binds(image_env, env, uid, gid)
+        binds += more
+        env = {**cache_env, **env}
+    binds += [parse_volume(v) for v in opts.volumes]
+    env.setdefault("HOME", HOME)
+    tty = opts.tty
+    if tty and "TERM" in os.environ:
+        env.setdefault("TERM", os.environ["TERM"])
+    ports, bindings = parse_ports(opts.ports)
+    host_config = dict(
+        binds=binds, port_bindings=bindings or None, init=True, device_requests=parse_gpus(gpus, access) or None,
+        ipc_mode=None if opts.shm_size and opts.ipc == "host" else opts.ipc,
+        shm_size=opts.shm_size, ulimits=[Ulimit(name=n, soft=s, hard=h) for n, s, h in ULIMITS],
+        tmpfs={env["HOME"]: f"exec,mode=0755,uid={uid},gid={gid}"} if env["HOME"] == HOME else None)
+    labels = {LABEL: "1", "io.cudabox.project": lock.project.name, "io.cudabox.lock.hash": lock.hash,
+              "io.cudabox.project.dir": str(opts.project.resolve()), **opts.labels}
+    return dict(command=opts.command or None, user=f"{uid}:{gid}", environment=env, working_dir=workdir,
+                labels=labels, name=opts.name, tty=bool(tty), stdin_open=bool(opts.interactive or tty),
+                ports=ports or None, host_config=host_config)
+
+
+GPU_FIX = ("install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure --runtime=docker` and "
+           "restart dockerd; or run without a GPU: --gpus none")
+
+
+def _gpu_error(exc) -> EnvironmentProblem | None:
+    text = str(exc)
+    if "could not select device driver" in text or "Unknown runtime specified nvidia" in text:
+        return EnvironmentProblem("the engine has no NVIDIA GPU support ('could not select device driver \"\" "
+                                  "with capabilities: [[gpu]]')", hint=GPU_FIX)
+    return None
+
+
+def _explain(exc, doing: str):
+    """An engine error as one line: GPU support missing (with the fix), else what the engine said."""
+    return _gpu_error(exc) or EnvironmentProblem(f"{doing}: {exc.explanation or exc}")
+
+
+# Engines without CAP_SYS_RESOURCE (rootless, some sandboxes) refuse to raise memlock; remembered a day
+# per engine, so only the first job there pays for the refused start.
+_LIMITS_FILE = "engine-ulimits.json"
+_RLIMIT_TYPES = {"8": "memlock", "3": "stack"}
+
+
+def _refused_limits() -> dict:
+    import json
+    import time
+
+    from ..paths import cache_dir
+
+    try:
+        data = json.loads((cache_dir() / _LIMITS_FILE).read_text())
+        entry = data.get(os.environ.get("DOCKER_HOST", "local"), {})
+        return entry if time.time() - entry.get("time", 0) < 86400 else {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _remember_refused(name: str) -> None:
+    import json
+    import time
+
+    from ..files import write_atomic
+    from ..paths import cache_dir
+
+    path = cache_dir() / _LIMITS_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    key = os.environ.get("DOCKER_HOST", "local")
+    names = sorted(set(_refused_limits().get("names", [])) | {name})
+    data[key] = {"names": names, "time": time.time()}
+    write_atomic(path, json.dumps(data, indent=1))
+
+
+def run(opts: RunOptions) -> int:
+    """The docker backend of `cudabox run`: returns the job's exit code (0 when detached)."""
+    from . import run_io
+    from ..engine.docker import Engine
+
+    if opts.tty is None:
+        opts.tty = sys.stdin.isatty() and sys.stdout.isatty()
+    gpus = opts.gpus if opts.gpus is not None else ("all" if host_has_gpu() else "none")
+    parse_gpus(gpus), parse_ports(opts.ports), [parse_volume(v) for v in opts.volumes], job_user(opts)  # input
+    lock = fresh_lock(opts.project, no_host=opts.no_host)
+    eng = Engine.connect()
+    image = image_for(eng, opts.project, lock)
+    access = None
+    if gpus != "none":
+        preflight(lock, image, no_host=opts.no_host)
+        access = eng.gpu_access()
+        if not access.available:
+            raise EnvironmentProblem(f"--gpus {gpus}: {access.reason}", hint=GPU_FIX)
+    config = container_config(opts, lock, image, gpus, access)
+    host = config.pop("host_config")
+    refused = set(_refused_limits().get("names", []))
+    while True:
+        host["ulimits"] = [u for u in host["ulimits"] if u.name not in refused]
+        try:
+            return run_io.run_container(eng.client.api, image["Id"], config, host, detach=opts.detach,
+                                        keep=opts.keep, tty=opts.tty, explain=_explain)
+        except run_io.LimitRefused as exc:
+            name = _RLIMIT_TYPES.get(exc.kind)
+            if name is None or name in refused:
+                raise EnvironmentProblem(f"the engine refused the job's ulimits: {exc}") from None
+            refused.add(name)
+            _remember_refused(name)
+            say(f"this engine may not raise the {name} ulimit (no CAP_SYS_RESOURCE): running with its default")

@@ -1,0 +1,323 @@
+"""`cudabox run --on slurm` and `cudabox jobs`: submit with sbatch, follow the job, report how it ended.
+
+Only Slurm's own commands are used (sbatch, scontrol, sacct, scancel, srun),
+so this works on any cluster the user can already submit to. The job's
+output file is tailed while it runs (the project directory, where it is
+written, must be visible from the compute nodes anyway, since it is mounted
+into the container). The end state comes from `scontrol show job` (kept for
+MinJobAge after the end) or, once purged, from `sacct` when accounting is on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import EnvironmentProblem, InputError
+
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+            "BOOT_FAIL", "DEADLINE")
+_KV = re.compile(r"\s+(?=[A-Za-z][A-Za-z0-9_/:]*=)")
+
+
+@dataclass
+class JobInfo:
+    job_id: str
+    state: str  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ... or UNKNOWN
+    exit_code: str = "0:0"  # Slurm's "code:signal"
+    fields: dict = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.state.split()[0] in TERMINAL
+
+    @property
+    def exit_status(self) -> int:
+        """The process exit status this job stands for: its code, 128+signal, 1 for a failure without one."""
+        code, _, signal = self.exit_code.partition(":")
+        code, signal = int(code or 0), int(signal or 0)
+        if signal:
+            return 128 + signal
+        if code:
+            return code
+        return 0 if self.state == "COMPLETED" else 1
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise EnvironmentProblem(f"`{name}` not found: this machine is not a Slurm submit host "
+                                 "(install the Slurm client, or run where sbatch works)")
+    return path
+
+
+def run_tool(args: list[str], *, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([_tool(args[0]), *args[1:]], input=input, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        message = (proc.stderr or proc.stdout).strip().splitlines()
+        raise EnvironmentProblem(f"{args[0]} failed: {message[-1] if message else f'exit {proc.returncode}'}")
+    return proc
+
+
+def has_pyxis() -> bool:
+    """pyxis adds --container-image to srun; its --help is the only reliable probe from a login node."""
+    try:
+        return "--container-image" in run_tool(["srun", "--help"], check=False).stdout
+    except EnvironmentProblem:
+        return False
+
+
+def parse_fields(line: str) -> dict:
+    """One `scontrol show ... -o` line -> {key: value} (values may contain spaces)."""
+    out = {}
+    for part in _KV.split(line.strip()):
+        key, _, value = part.partition("=")
+        out.setdefault(key, value.strip())
+    return out
+
+
+def submit(script_text: str, *, keep_dir: Path | None = None) -> str:
+    """sbatch --parsable, the script on stdin; returns the job id (a copy of the script is kept)."""
+    out = run_tool(["sbatch", "--parsable"], input=script_text).stdout.strip()
+    job_id = out.split(";")[0]
+    if not job_id.isdigit():
+        raise EnvironmentProblem(f"sbatch printed {out!r}, not a job id")
+    if keep_dir is not None:
+        (Path(keep_dir) / f"cudabox-{job_id}.sh").write_text(script_text, encoding="utf-8")
+    return job_id
+
+
+def job_info(job_id: str) -> JobInfo:
+    proc = run_tool(["scontrol", "show", "job", "-o", job_id], check=False)
+    if proc.returncode == 0 and "JobId=" in proc.stdout:
+        line = next(ln for ln in proc.stdout.splitlines() if "JobId=" in ln)
+        f = parse_fields(line)
+        return JobInfo(job_id, f.get("JobState", "UNKNOWN"), f.get("ExitCode", "0:0"), f)
+    if shutil.which("sacct"):  # purged from the controller: ask accounting, when it is on
+        acct = subprocess.run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"],
+                              capture_output=True, text=True)
+        rows = [r.split("|") for r in acct.stdout.splitlines() if "|" in r]
+        if acct.returncode == 0 and rows:
+            return JobInfo(job_id, rows[0][0].split()[0], rows[0][1])
+    return JobInfo(job_id, "UNKNOWN")
+
+
+def _drain(path: Path, pos: int, out) -> int:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(pos)
+            data = fh.read()
+    except FileNotFoundError:
+        return pos
+    if data:
+        out.write(data)
+        out.flush()
+    return pos + len(data)
+
+
+def follow(job_id: str, output: Path, *, out=None, err=None, poll: float = 0.5, cancel_wait: float = 30.0) -> int:
+    """Stream the job's output until it ends; return its exit status (130 after Ctrl-C, which scancels it)."""
+    out = out or sys.stdout.buffer
+    err = err or sys.stderr
+    pos, last, unknown, cancelled, deadline = 0, None, 0, False, None
+    while True:
+        try:
+            info = job_info(job_id)
+            pos = _drain(output, pos, out)
+            state = info.state.split()[0]
+            if state != last:
+                reason = info.fields.get("Reason", "None")
+                detail = f" ({reason})" if state == "PENDING" and reason not in ("None", "") else ""
+                where = f" on {info.fields['NodeList']}" if state == "RUNNING" and info.fields.get("NodeList") else ""
+                err.write(f"cudabox: Slurm job {job_id} {state}{detail}{where}\n")
+                err.flush()
+                last = state
+            if info.done:
+                time.sleep(poll)  # the node may still flush the last lines
+                _drain(output, pos, out)
+                break
+            unknown = unknown + 1 if state == "UNKNOWN" else 0
+            if unknown > 20:
+                raise EnvironmentProblem(f"Slurm job {job_id}: the controller no longer knows it and accounting "
+                                         "is off; its output is in " + str(output))
+            if deadline is not None and time.monotonic() > deadline:
+                err.write(f"cudabox: Slurm job {job_id} still {state} after scancel; leaving it\n")
+                return 130
+            time.sleep(poll)
+        except KeyboardInterrupt:
+            if cancelled:  # a second Ctrl-C: stop waiting
+                return 130
+            run_tool(["scancel", job_id], check=False)
+            err.write(f"\ncudabox: interrupted: cancelled Slurm job {job_id} (scancel)\n")
+            cancelled, deadline = True, time.monotonic() + cancel_wait
+    if cancelled:
+        return 130
+    status = info.exit_status
+    if info.state != "COMPLETED":
+        node = info.fields.get("NodeList") or "?"
+        err.write(f"cudabox: error: Slurm job {job_id} {info.state} on {node} (exit code {info.exit_code}); "
+                  f"output: {output}\n")
+    return status
+
+
+def ship(image: str, transport: str, *, shared_dir: str | None = None, registry: str | None = None,
+         push: bool = False, pyxis: bool = False) -> tuple[str, str | None]:
+    """Make the image reachable from the nodes; returns (image reference for the script, archive path)."""
+    if transport == "local":
+        return image, None
+    if transport == "registry":
+        if not registry:
+            raise InputError("--transport registry needs --registry HOST/PATH (where the nodes pull from)")
+        prefix = registry.rstrip("/")
+        remote = image if image.startswith(prefix + "/") else f"{prefix}/{image}"
+        if push:
+            run_tool(["docker", "tag", image, remote])
+            run_tool(["docker", "push", remote])
+        return remote, None
+    if not shared_dir or not os.path.isabs(shared_dir):
+        raise InputError("--transport shared needs --shared-dir DIR: an absolute path every node mounts")
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", image)
+    archive = Path(shared_dir) / (name + (".sqsh" if pyxis else ".tar"))
+    if not archive.exists():  # project tags are content addresses: an existing archive is this image
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        tmp = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
+        if pyxis:
+            run_tool(["enroot", "import", "-o", str(tmp), f"dockerd://{image}"])
+        else:
+            run_tool(["docker", "save", "-o", str(tmp), image])
+        os.replace(tmp, archive)
+    return image, str(archive)
+
+
+def list_jobs(*, all_users: bool = False) -> list[dict]:
+    """The cudabox jobs the controller still knows (pending, running, recently ended)."""
+    proc = run_tool(["scontrol", "show", "job", "-o"], check=False)
+    if proc.returncode != 0 and "No jobs" not in (proc.stdout + proc.stderr):
+        raise EnvironmentProblem("scontrol show job failed: " + (proc.stderr.strip() or f"exit {proc.returncode}"))
+    jobs = []
+    for line in proc.stdout.splitlines():
+        if "JobId=" not in line:
+            continue
+        f = parse_fields(line)
+        comment = f.get("Comment", "")
+        if comment != "cudabox" and not comment.startswith("cudabox:"):
+            continue
+        uid = re.search(r"\((\d+)\)", f.get("UserId", ""))
+        if not all_users and uid and int(uid.group(1)) != os.getuid():
+            continue
+        parts = comment.split(":")
+        job_id = f.get("JobId")
+        if f.get("ArrayJobId") and f.get("ArrayTaskId"):
+            job_id = f"{f['ArrayJobId']}_{f['ArrayTaskId']}"
+        jobs.append({"job_id": job_id, "name": f.get("JobName"), "state": f.get("JobState"),
+                     "exit_code": f.get("ExitCode"), "elapsed": f.get("RunTime"), "nodes": f.get("NodeList"),
+                     "partition": f.get("Partition"), "project": parts[1] if len(parts) > 1 else None,
+                     "lock": parts[2] if len(parts) > 2 else None, "output": f.get("StdOut"),
+                     "submitted": f.get("SubmitTime"), "user": f.get("UserId")})
+    return sorted(jobs, key=lambda j: int(j["job_id"].split("_")[0]) if j["job_id"] else 0)
+
+
+# --------------------------------------------------------------------------- the project's job
+
+
+@dataclass
+class SlurmOptions:
+    """What `run --on slurm` / `export slurm` were asked (flags, or CUDABOX_SLURM_* / CUDABOX_REGISTRY)."""
+
+    partition: str | None = None
+    gpus: int = 0
+    time: str | None = None
+    nodes: int = 1
+    transport: str = "local"
+    runtime: str = "auto"
+    shared_dir: str | None = None
+    registry: str | None = None
+    push: bool = False
+    output_dir: Path | None = None
+    image: str | None = None  # another image than the project's (it must hold the project's workdir layout)
+    env: tuple[str, ...] = ()  # KEY=VALUE
+    sbatch_args: tuple[str, ...] = ()
+
+
+def slurm_job(lock, project: Path, command: list[str], opts: SlurmOptions, *, image: str,
+              archive: str | None = None):
+    from .slurm import MARKER, SlurmJob
+
+    if opts.transport == "registry" and not (opts.registry or opts.image):
+        raise InputError("--transport registry needs --registry HOST/PATH (or CUDABOX_REGISTRY): where the nodes "
+                         "pull the image from")
+    output_dir = Path(opts.output_dir or Path(project) / ".cudabox" / "slurm").resolve()
+    env = []
+    for item in opts.env:
+        key, eq, value = item.partition("=")
+        env.append((key, value if eq else os.environ.get(key, "")))
+    return SlurmJob(image=image, command=tuple(command), project_dir=str(Path(project).resolve()),
+                    workdir=lock.project.workdir, job_name=f"cudabox-{lock.project.name}",
+                    comment=f"{MARKER}:{lock.project.name}:{lock.hash[:12]}",
+                    output=str(output_dir / "cudabox-%j.out"), partition=opts.partition, gpus=opts.gpus,
+                    time=opts.time, nodes=opts.nodes, transport=opts.transport, runtime=opts.runtime,
+                    archive=archive, env=tuple(env), sbatch_args=tuple(opts.sbatch_args)).validate()
+
+
+def image_ref(lock, opts: SlurmOptions) -> str:
+    """The image the nodes run: --image, else the project's tag (registry-qualified for --transport registry)."""
+    from ..image.build import project_tag
+
+    image = opts.image or project_tag(lock)
+    prefix = (opts.registry or "").rstrip("/")
+    if opts.transport == "registry" and prefix and not image.startswith(prefix + "/"):
+        image = f"{prefix}/{image}"
+    return image
+
+
+def export(project: Path, command: list[str], opts: SlurmOptions) -> str:
+    """The sbatch script for the project, without building, shipping or submitting anything."""
+    from ..lock.lockfile import read_lock
+    from .slurm import script
+
+    lock = read_lock(project)
+    archive = None
+    if opts.transport == "shared":
+        if not opts.shared_dir or not os.path.isabs(opts.shared_dir):
+            raise InputError("--transport shared needs --shared-dir DIR: an absolute path every node mounts")
+        pyxis = opts.runtime == "pyxis"
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", image_ref(lock, opts))
+        archive = str(Path(opts.shared_dir) / (name + (".sqsh" if pyxis else ".tar")))
+    job = slurm_job(lock, project, command, opts, image=image_ref(lock, opts), archive=archive)
+    return script(job, has_pyxis=opts.runtime == "auto" and has_pyxis())
+
+
+def run(project: Path, command: list[str], opts: SlurmOptions, *, detach: bool = False, say=None) -> int:
+    """Build (if needed), ship, submit; then follow the job unless detached. Returns the exit status."""
+    from .run import fresh_lock
+    from .slurm import script
+
+    say = say or (lambda text: (sys.stderr.write(f"cudabox: {text}\n"), sys.stderr.flush()))
+    project = Path(project)
+    lock = fresh_lock(project)
+    pyxis = opts.runtime == "pyxis" or (opts.runtime == "auto" and has_pyxis())
+    if opts.image or (opts.transport == "registry" and not opts.push):
+        from ..image.build import project_tag
+
+        local = opts.image or project_tag(lock)  # used as it is: already where the nodes find it
+    else:
+        from ..image.build import ensure_image
+
+        local = ensure_image(project, lock=lock, progress=True).tag
+    image, archive = ship(local, opts.transport, shared_dir=opts.shared_dir, registry=opts.registry,
+                          push=opts.push, pyxis=pyxis)
+    job = slurm_job(lock, project, command, opts, image=image, archive=archive)
+    Path(job.output).parent.mkdir(parents=True, exist_ok=True)
+    job_id = submit(script(job, has_pyxis=pyxis), keep_dir=Path(job.output).parent)
+    output = Path(job.output.replace("%j", job_id))
+    say(f"submitted Slurm job {job_id} ({image}; output {output})")
+    if detach:
+        print(job_id)
+        return 0
+    return follow(job_id, output)

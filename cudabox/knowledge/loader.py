@@ -1,0 +1,328 @@
+"""Build the typed `Matrix` from the merged documents, one reader per subject file.
+
+The YAML is checked against the schema in docs/matrices.md as it is read;
+a broken file fails with `matrices/torch.yaml:123: what is wrong` (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from packaging.version import Version
+
+from ..errors import located
+from ..files import Node
+from . import fields as f
+from .matrix import Matrix
+from .model import (
+    GPU_CLASSES,
+    IMAGE_STATUSES,
+    ArchList,
+    Build,
+    Companion,
+    CudaImage,
+    CudaMajor,
+    CudaRelease,
+    CudnnBuild,
+    CudnnSeries,
+    DriverBranch,
+    FrameworkRelease,
+    GPU,
+    OSInfo,
+    Provenance,
+    SlimBase,
+    Source,
+    Thresholds,
+    Tool,
+    Toolkit,
+    cuda_version,
+)
+from .overlay import load_documents, section_at
+
+
+def _records(doc: Node, dotted: str, subject_path: str):
+    section = section_at(doc, dotted)
+    if section is None:
+        return []
+    if not isinstance(section, list):
+        raise located(subject_path, getattr(section, "line", None), f"'{dotted}' must be a list")
+    return section
+
+
+def _rec(node, what) -> f.Record:
+    path = getattr(node, "origin_path", "matrices")
+    return f.Record(node, path, what)
+
+
+def _read_sources(doc, m: Matrix):
+    section = doc.get("sources") or Node()
+    for key, node in section.items():
+        r = _rec(node, f"source {key}")
+        url = r.get("url", f.string)
+        m.sources[str(key)] = Source(
+            key=str(key), url=url, title=r.get("title", f.string, ""),
+            strength=r.get("strength", f.choice("P", "P-copy", "S", "UNVERIFIED")),
+            prov=Provenance(source=(url,), note=r.get("note", f.string, None), origin=f"{r.path}:{node.line}"),
+        )
+        r.done()
+
+
+def _read_cuda(doc, m: Matrix):
+    for node in _records(doc, "majors", "cuda.yaml"):
+        r = _rec(node, "CUDA major")
+        major = CudaMajor(
+            major=r.get("major", f.integer), minor_compat_driver=r.get("minor_compat_driver", f.driver),
+            wheel_suffix=r.get("wheel_suffix", lambda v: "" if v is None else f.string(v)),
+            cudnn_wheel=r.get("cudnn_wheel", f.string), prov=r.prov(),
+        )
+        r.done()
+        m.majors[major.major] = major
+    for node in _records(doc, "toolkits", "cuda.yaml"):
+        r = _rec(node, "toolkit")
+        version = r.get("version", f.minor)
+        releases = []
+        for rel in r.get("releases", f.list_of(lambda x: x)):
+            rr = _rec(rel, f"CUDA {version} release")
+            releases.append(CudaRelease(
+                version=rr.get("version", f.version), label=rr.get("label", f.string, ""),
+                driver=rr.get("driver", f.driver), prov=rr.prov()))
+            rr.done()
+        m.toolkits.append(Toolkit(version=version, sass=r.get("sass", f.list_of(f.arch("sm"))),
+                                  releases=tuple(releases), prov=r.prov()))
+        r.done()
+    m.toolkits.sort(key=lambda t: t.key)
+
+
+def _read_drivers(doc, m: Matrix):
+    for node in _records(doc, "branches", "drivers.yaml"):
+        r = _rec(node, "driver branch")
+        m.branches.append(DriverBranch(branch=r.get("branch", f.integer), cuda=r.get("cuda", f.minor), prov=r.prov()))
+        r.done()
+    m.branches.sort(key=lambda b: b.branch)
+
+
+def _read_gpus(doc, m: Matrix):
+    if "thresholds" in doc:
+        r = _rec(doc["thresholds"], "thresholds")
+        m.thresholds = Thresholds(gemm_pass=r.get("gemm_pass", f.number),
+                                  bandwidth_pass=r.get("bandwidth_pass", f.number), prov=r.prov())
+        r.done()
+    for node in _records(doc, "gpus", "gpus.yaml"):
+        r = _rec(node, "GPU")
+        m.gpus.append(GPU(
+            name=r.get("name", f.string), cc=r.get("cc", f.cc), arch=r.get("arch", f.string),
+            gpu_class=r.get("class", f.choice(*GPU_CLASSES)), memory_gb=r.get("memory_gb", f.number, None),
+            peak_fp16_tflops=r.get("peak_fp16_tflops", f.number, None),
+            peak_bandwidth_gbs=r.get("peak_bandwidth_gbs", f.number, None),
+            aliases=r.get("aliases", f.list_of(f.string), ()), prov=r.prov()))
+        r.done()
+
+
+def _read_cudnn(doc, m: Matrix):
+    for node in _records(doc, "series", "cudnn.yaml"):
+        r = _rec(node, "cuDNN series")
+        series = r.get("series", f.minor)
+        builds = []
+        for b in r.get("builds", f.list_of(lambda x: x), ()):
+            br = _rec(b, f"cuDNN {series} build")
+            builds.append(CudnnBuild(version=br.get("version", f.version),
+                                     wheels=br.get("wheels", f.list_of(f.choice("cu11", "cu12", "cu13")), ())))
+            br.done()
+        m.cudnn.append(CudnnSeries(series=series, cuda=r.get("cuda", f.cuda_ranges, None),
+                                   min_cc=r.get("min_cc", f.optional(f.cc), None), builds=tuple(builds),
+                                   prov=r.prov()))
+        r.done()
+    m.cudnn.sort(key=lambda s: Version(s.series))
+
+
+def _merge_prov(*provs: Provenance) -> Provenance:
+    status = "verified"
+    for p in provs:
+        if p.status == "inferred" or (p.status == "unverified" and status == "verified"):
+            status = p.status
+    sources = tuple(dict.fromkeys(s for p in provs for s in p.source))
+    notes = "; ".join(p.note for p in provs if p.note) or None
+    return Provenance(source=sources, status=status, note=notes, origin=provs[-1].origin)
+
+
+def _read_torch(doc, m: Matrix):
+    for node in _records(doc, "releases", "torch.yaml"):
+        r = _rec(node, "torch release")
+        series = r.get("series", f.minor)
+        versions = r.get("versions", f.list_of(f.version))
+        python = r.get("python", f.python)
+        default = r.get("pypi_default", f.optional(f.string), None)
+        pypi = r.get("pypi", lambda x: x, None)
+        pypi_runtime = None
+        if pypi is not None:
+            pr = _rec(pypi, f"torch {series} pypi")
+            pypi_runtime = pr.get("cuda_runtime", f.optional(f.version), None)
+            pr.get("cudnn", f.optional(f.version), None)
+            pr.prov()
+            pr.done()
+        prov = r.prov()
+        variants = []
+        for vnode in r.get("variants", f.list_of(lambda x: x)):
+            vr = _rec(vnode, f"torch {series} variant")
+            variants.append(dict(
+                name=vr.get("name", f.string), cuda=vr.get("cuda", f.minor), cudnn=vr.get("cudnn", f.pin, None),
+                index=vr.get("index", f.optional(f.string), None), sass=vr.get("sass", f.list_of(f.arch("sm")), ()),
+                ptx=vr.get("ptx", f.list_of(f.arch("compute")), ()), prov=vr.prov()))
+            vr.done()
+        r.done()
+        if default is not None and default not in {v["name"] for v in variants}:
+            raise r.error("pypi_default", f"torch {series}: pypi_default {default!r} is not one of its variants")
+        m.releases.append(FrameworkRelease(
+            "torch", series, versions, python,
+            "; ".join(f"{v['name']}{' (PyPI)' if v['name'] == default else ''}" for v in variants), prov))
+        for version in versions:
+            for v in variants:
+                is_default = v["name"] == default
+                m.builds.append(Build(
+                    framework="torch", version=version, variant=v["name"], cuda=v["cuda"], cuda_min=None,
+                    cudnn=v["cudnn"], cuda_runtime=f"=={pypi_runtime}" if is_default and pypi_runtime else None,
+                    python=python, arch=ArchList(sass=v["sass"], ptx=v["ptx"]), wheels_cuda=True,
+                    system_cudnn=None, pypi_default=is_default, index=None if is_default else v["index"],
+                    requirement=f"torch=={version}" if is_default else f"torch=={version}+{v['name']}",
+                    prov=_merge_prov(prov, v["prov"])))
+    companions = doc.get("companions") or Node()
+    for name in ("torchvision", "torchaudio"):
+        for node in _records(doc, f"companions.{name}", "torch.yaml"):
+            r = _rec(node, name)
+            m.companions.append(Companion(name=name, version=r.get("version", f.version),
+                                          torch=r.get("torch", f.optional(f.specifier), None), prov=r.prov()))
+            r.done()
+    for key in companions:
+        if key not in ("torchvision", "torchaudio"):
+            raise located(companions.origin_path, companions.line_of(key), f"unknown companion '{key}'")
+
+
+def _read_tensorflow(doc, m: Matrix):
+    for node in _records(doc, "releases", "tensorflow.yaml"):
+        r = _rec(node, "tensorflow release")
+        series = r.get("series", f.minor)
+        versions = r.get("versions", f.list_of(f.version))
+        python = r.get("python", f.python)
+        cuda = r.get("cuda", f.minor)
+        cudnn_series = r.get("cudnn", f.minor)
+        and_cuda = r.get("and_cuda", lambda x: x, None)
+        arch = ArchList(sass=r.get("sass", f.list_of(f.arch("sm")), ()), ptx=r.get("ptx", f.list_of(f.arch("compute")), ()))
+        prov = r.prov()
+        r.done()
+        pins = None
+        if and_cuda is not None:
+            ar = _rec(and_cuda, f"tensorflow {series} and_cuda")
+            pins = dict(major=ar.get("cuda_major", f.integer), runtime=ar.get("cuda_runtime", f.pin, None),
+                        cudnn=ar.get("cudnn", f.pin, None), prov=ar.prov())
+            ar.done()
+        m.releases.append(FrameworkRelease(
+            "tensorflow", series, versions, python,
+            f"CUDA {cuda}, cuDNN {cudnn_series}" + (" (wheels: [and-cuda])" if pins else " (system CUDA)"), prov))
+        for version in versions:
+            if pins:
+                # [and-cuda] pins a CUDA major; the runtime wheel pin says which minor
+                m.builds.append(Build(
+                    framework="tensorflow", version=version, variant="and-cuda", cuda=cuda, cuda_min=None,
+                    cudnn=pins["cudnn"], cuda_runtime=pins["runtime"], python=python, arch=arch,
+                    wheels_cuda=True, system_cudnn=None, pypi_default=True, index=None,
+                    requirement=f"tensorflow[and-cuda]=={version}", prov=_merge_prov(prov, pins["prov"])))
+            else:
+                m.builds.append(Build(
+                    framework="tensorflow", version=version, variant="system", cuda=cuda, cuda_min=cuda,
+                    cudnn=None, cuda_runtime=None, python=python, arch=arch, wheels_cuda=False,
+                    system_cudnn=cudnn_series, pypi_default=True, index=None,
+                    requirement=f"tensorflow=={version}", prov=prov))
+
+
+def _read_jax(doc, m: Matrix):
+    for node in _records(doc, "releases", "jax.yaml"):
+        r = _rec(node, "jax release")
+        versions = r.get("versions", f.list_of(f.version))
+        python = r.get("python", f.python)
+        prov = r.prov()
+        plugins = []
+        for pnode in r.get("plugins", f.list_of(lambda x: x)):
+            pr = _rec(pnode, f"jax {versions[0]} plugin")
+            plugins.append(dict(
+                name=pr.get("name", f.string), major=pr.get("cuda_major", f.integer),
+                cuda=pr.get("cuda", f.optional(f.minor), None), cuda_min=pr.get("cuda_min", f.minor),
+                cudnn=pr.get("cudnn", f.pin, None), min_cc=pr.get("min_cc", f.optional(f.cc), None),
+                prov=pr.prov()))
+            pr.done()
+        r.done()
+        series = ".".join(versions[0].split(".")[:2])
+        m.releases.append(FrameworkRelease(
+            "jax", series, versions, python,
+            "; ".join(f"jax[{p['name']}] cuDNN {p['cudnn'] or '-'}" for p in plugins), prov))
+        for version in versions:
+            for p in plugins:
+                m.builds.append(Build(
+                    framework="jax", version=version, variant=p["name"], cuda=p["cuda"] or p["cuda_min"],
+                    cuda_min=p["cuda_min"], cudnn=p["cudnn"], cuda_runtime=None, python=python,
+                    arch=ArchList(min_cc=p["min_cc"]), wheels_cuda=True, system_cudnn=None,
+                    pypi_default=p["major"] == 12, index=None, requirement=f"jax[{p['name']}]=={version}",
+                    prov=_merge_prov(prov, p["prov"])))
+
+
+def _read_images(doc, m: Matrix):
+    for node in _records(doc, "os", "images.yaml"):
+        r = _rec(node, "OS")
+        info = OSInfo(os=r.get("os", f.string), python=r.get("python", f.minor), prov=r.prov())
+        r.done()
+        m.os_info[info.os] = info
+    for node in _records(doc, "tools", "images.yaml"):
+        r = _rec(node, "tool")
+        tool = Tool(name=r.get("name", f.string), version=r.get("version", f.version), prov=r.prov())
+        r.done()
+        m.tools[tool.name] = tool
+    for node in _records(doc, "slim", "images.yaml"):
+        r = _rec(node, "slim base")
+        m.slim.append(SlimBase(image=r.get("image", f.string), os=r.get("os", f.string), prov=r.prov()))
+        r.done()
+    for node in _records(doc, "nvidia_cuda", "images.yaml"):
+        r = _rec(node, "nvidia/cuda image")
+        lifecycle = r.get("status", f.choice(*IMAGE_STATUSES))
+        image = CudaImage(
+            cuda=r.get("cuda", f.version), lifecycle=lifecycle, require=r.get("require", f.optional(f.string), None),
+            cudnn=r.get("cudnn", f.optional(f.version), None),
+            cudnn_prefix=r.get("cudnn_prefix", f.optional(f.choice("cudnn8", "cudnn9", "cudnn")), None),
+            os=r.get("os", f.list_of(f.string)), cudnn_os=r.get("cudnn_os", f.list_of(f.string), ()),
+            prov=Provenance(source=r.get("source", lambda v: f.list_of(f.string)(v) if isinstance(v, list) else (f.string(v),)),
+                            note=r.get("note", f.string, None), origin=f"{r.path}:{node.line}"))
+        r.done()
+        m.cuda_images.append(image)
+    m.cuda_images.sort(key=lambda i: cuda_version(i.cuda))
+
+
+def _sort_builds(m: Matrix):
+    order = {"torch": 0, "tensorflow": 1, "jax": 2}
+    # later records (overlays) win for the same framework/version/variant
+    unique = {}
+    for b in m.builds:
+        unique[(b.framework, b.version, b.variant)] = b
+    m.builds = sorted(unique.values(), key=lambda b: (order.get(b.framework, 9), _neg(b.version), b.variant))
+
+
+def _neg(version: str):
+    return tuple(-p for p in Version(version).release)
+
+
+def load(project_dir: Path | None = None, *, bundled: Path | None = None) -> Matrix:
+    """Load and type-check the whole matrix (bundled data + overlays)."""
+    return from_documents(load_documents(project_dir, bundled))
+
+
+def from_documents(docs: dict[str, Node]) -> Matrix:
+    """Type-check merged documents (one per subject) into a Matrix."""
+    m = Matrix()
+    _read_sources(docs["sources"], m)
+    _read_cuda(docs["cuda"], m)
+    _read_drivers(docs["drivers"], m)
+    _read_gpus(docs["gpus"], m)
+    _read_cudnn(docs["cudnn"], m)
+    _read_torch(docs["torch"], m)
+    _read_tensorflow(docs["tensorflow"], m)
+    _read_jax(docs["jax"], m)
+    _read_images(docs["images"], m)
+    _sort_builds(m)
+    return m

@@ -1,0 +1,172 @@
+"""The compatibility matrix as one typed, indexed `Matrix`: what the resolver and the reports query.
+
+`loader.load` builds it from the YAML (docs/matrices.md).
+Cross-file consistency (each pin points at a known cuDNN, ...) is
+`knowledge.check`'s job.
+"""
+
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from packaging.version import Version
+
+from ..errors import InputError
+from .model import (
+    GPU,
+    Build,
+    Companion,
+    CudaImage,
+    CudaMajor,
+    CudnnBuild,
+    CudnnSeries,
+    DriverBranch,
+    DriverVersion,
+    FrameworkRelease,
+    OSInfo,
+    Provenance,
+    SlimBase,
+    Source,
+    Thresholds,
+    Tool,
+    Toolkit,
+    cuda_version,
+)
+
+
+@dataclass
+class Matrix:
+    """Every fact cudabox knows, typed and indexed."""
+
+    sources: dict[str, Source] = field(default_factory=dict)
+    majors: dict[int, CudaMajor] = field(default_factory=dict)
+    toolkits: list[Toolkit] = field(default_factory=list)  # oldest first
+    branches: list[DriverBranch] = field(default_factory=list)  # oldest first
+    gpus: list[GPU] = field(default_factory=list)
+    thresholds: Thresholds | None = None
+    cudnn: list[CudnnSeries] = field(default_factory=list)
+    releases: list[FrameworkRelease] = field(default_factory=list)
+    builds: list[Build] = field(default_factory=list)  # newest version first within a framework
+    companions: list[Companion] = field(default_factory=list)
+    os_info: dict[str, OSInfo] = field(default_factory=dict)
+    slim: list[SlimBase] = field(default_factory=list)
+    cuda_images: list[CudaImage] = field(default_factory=list)  # oldest first
+    tools: dict[str, Tool] = field(default_factory=dict)  # build tools pinned for image builds (uv)
+
+    # ---- CUDA and drivers
+
+    def toolkit(self, minor: str) -> Toolkit | None:
+        return self._toolkits.get(minor)
+
+    @cached_property
+    def _toolkits(self) -> dict[str, Toolkit]:
+        return {t.version: t for t in self.toolkits}
+
+    def driver_cuda(self, driver: DriverVersion) -> str | None:
+        """The CUDA version a driver runs natively (what nvidia-smi prints), from its branch."""
+        best = None
+        for b in self.branches:
+            if b.branch <= driver.branch:
+                best = b
+        return best.cuda if best else None
+
+    def runs_natively(self, driver: DriverVersion, minor: str) -> bool:
+        """Driver's own CUDA >= minor, and at least the toolkit's GA driver when known."""
+        native = self.driver_cuda(driver)
+        if native is None or cuda_version(native) < cuda_version(minor):
+            return False
+        tk = self.toolkit(minor)
+        floor = tk.min_driver if tk else None
+        return floor is None or driver >= floor
+
+    def minor_compatible(self, driver: DriverVersion, minor: str) -> bool:
+        """Minor-version compatibility: any driver >= the major's floor runs any X.y (limited: no PTX JIT)."""
+        major = self.majors.get(int(minor.split(".")[0]))
+        return major is not None and driver >= major.minor_compat_driver
+
+    # ---- GPUs
+
+    @cached_property
+    def _gpu_index(self) -> dict[str, GPU]:
+        index = {}
+        for gpu in self.gpus:
+            for name in (gpu.name, *gpu.aliases):
+                index.setdefault(normalize_gpu_name(name), gpu)
+        return index
+
+    def find_gpu(self, name: str) -> GPU | None:
+        return self._gpu_index.get(normalize_gpu_name(name))
+
+    def gpu(self, name: str, *, where: str = "GPU") -> GPU:
+        """Resolve a GPU name, alias, `sm_89` or `8.9`; unknown -> InputError with close matches."""
+        text = str(name).strip()
+        found = self.find_gpu(text)
+        if found:
+            return found
+        cc = _cc_from_text(text)
+        if cc:
+            same = [g for g in self.gpus if g.cc == cc]
+            return GPU(
+                name=f"compute capability {cc}", cc=cc, arch=same[0].arch if same else "unknown",
+                gpu_class="unknown", memory_gb=None, peak_fp16_tflops=None, peak_bandwidth_gbs=None,
+                aliases=(), prov=Provenance(source=("user input",)),
+            )
+        keys = list(self._gpu_index)
+        close = difflib.get_close_matches(normalize_gpu_name(text), keys, n=3, cutoff=0.5)
+        names = []
+        for key in close:
+            g = self._gpu_index[key]
+            if g.name not in names:
+                names.append(g.name)
+        hint = f"did you mean: {', '.join(names)}?" if names else "see `cudabox matrix show gpus`"
+        raise InputError(f"{where}: unknown GPU {text!r}; {hint}")
+
+    # ---- frameworks
+
+    def builds_of(self, framework: str) -> list[Build]:
+        return [b for b in self.builds if b.framework == framework]
+
+    def companions_of(self, name: str) -> list[Companion]:
+        return [c for c in self.companions if c.name == name]
+
+    @cached_property
+    def frameworks(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(b.framework for b in self.builds))
+
+    def cudnn_series(self, version: str) -> CudnnSeries | None:
+        parts = version.split(".")
+        return next((s for s in self.cudnn if s.series == ".".join(parts[:2])), None)
+
+    def cudnn_builds(self) -> list[CudnnBuild]:
+        return sorted((b for s in self.cudnn for b in s.builds), key=lambda b: Version(b.version))
+
+    def image(self, cuda: str) -> CudaImage | None:
+        return next((i for i in self.cuda_images if i.cuda == cuda), None)
+
+    @cached_property
+    def known_pythons(self) -> tuple[str, ...]:
+        """Every Python minor named anywhere in the data, oldest first."""
+        seen = {p for b in self.builds for p in b.python.versions}
+        seen |= {o.python for o in self.os_info.values()}
+        return tuple(sorted(seen, key=Version))
+
+
+def normalize_gpu_name(name: str) -> str:
+    """ "NVIDIA GeForce RTX 2080 Ti" -> "rtx2080ti"; "Tesla V100-SXM2-32GB" -> "v100sxm232gb"."""
+    text = str(name).lower()
+    text = re.sub(r"\b(nvidia|tesla|geforce)\b", " ", text)
+    return re.sub(r"[^a-z0-9]", "", text)
+
+
+def _cc_from_text(text: str) -> str | None:
+    m = re.fullmatch(r"sm_?(\d+)(\d)", text.strip().lower())
+    if m:
+        return f"{int(m.group(1))}.{m.group(2)}"
+    m = re.fullmatch(r"(\d{1,2})\.(\d)", text.strip())
+    if m:
+        return f"{int(m.group(1))}.{m.group(2)}"
+    return None

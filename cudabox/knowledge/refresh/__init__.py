@@ -1,0 +1,1 @@
+"""`cudabox matrix refresh`: read PyPI, plan changes per subject (frameworks, cuDNN, CUDA), write overlay files."""

@@ -1,0 +1,131 @@
+"""cudabox.lock: the resolved stack plus the project's build inputs, hashed.
+
+The lock is what every later step reads (render, build, run, export), so the
+data flows one way: cudabox.yaml -> resolve -> cudabox.lock -> the rest.
+`inputs_hash` is the hash of cudabox.yaml (and its requirements file): when it
+no longer matches, the lock is stale.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..errors import CheckFailed, InputError
+from ..files import display_path, write_atomic
+from ..project.spec import ProjectSpec, load_spec
+from ..resolve.stack import Stack, digest
+
+LOCK_FILE = "cudabox.lock"
+FORMAT = "cudabox.lock/v1"
+
+
+@dataclass(frozen=True)
+class ProjectInputs:
+    """The project's own build inputs, on top of the stack."""
+
+    name: str
+    requirements: tuple[str, ...] = ()  # pip requirements beyond the stack's frameworks
+    system_packages: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    run: tuple[str, ...] = ()
+    workdir: str = "/workspace"
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "requirements": list(self.requirements),
+                "system_packages": list(self.system_packages), "env": dict(self.env), "run": list(self.run),
+                "workdir": self.workdir, "index_url": self.index_url,
+                "extra_index_urls": list(self.extra_index_urls)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ProjectInputs":
+        return cls(name=d["name"], requirements=tuple(d.get("requirements", ())),
+                   system_packages=tuple(d.get("system_packages", ())),
+                   env=tuple((k, v) for k, v in d.get("env", {}).items()), run=tuple(d.get("run", ())),
+                   workdir=d.get("workdir", "/workspace"), index_url=d.get("index_url"),
+                   extra_index_urls=tuple(d.get("extra_index_urls", ())))
+
+
+@dataclass(frozen=True)
+class Lock:
+    project: ProjectInputs
+    stack: Stack
+    inputs_hash: str
+    generated_by: str = field(default=f"cudabox {__version__}")
+
+    @property
+    def stack_hash(self) -> str:
+        return self.stack.hash
+
+    @property
+    def hash(self) -> str:
+        """Content address of the project image: the stack plus the project's build inputs."""
+        return digest({"stack": self.stack_hash, "project": self.project.to_dict()})
+
+    def to_json(self) -> str:
+        data = {
+            "lockfile": FORMAT,
+            "generated_by": self.generated_by,
+            "inputs_hash": self.inputs_hash,
+            "stack_hash": self.stack_hash,
+            "lock_hash": self.hash,
+            "project": self.project.to_dict(),
+            "stack": self.stack.to_dict(),
+        }
+        return json.dumps(data, indent=2) + "\n"
+
+
+def make_lock(spec: ProjectSpec, stack: Stack, others: list[str]) -> Lock:
+    project = ProjectInputs(
+        name=spec.name, requirements=tuple(others), system_packages=spec.system_packages, env=spec.env,
+        run=spec.run, workdir=spec.workdir, index_url=spec.index_url, extra_index_urls=spec.extra_index_urls)
+    return Lock(project=project, stack=stack, inputs_hash=spec.inputs_hash)
+
+
+def write_lock(lock: Lock, directory: Path) -> Path:
+    path = Path(directory) / LOCK_FILE
+    write_atomic(path, lock.to_json())
+    return path
+
+
+def read_lock(directory: Path = Path(".")) -> Lock:
+    path = Path(directory) / LOCK_FILE
+    shown = display_path(path)
+    if not path.exists():
+        raise InputError(f"{shown}: not found; run `cudabox lock` (or `cudabox init`) first")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{shown}:{exc.lineno}: not valid JSON ({exc.msg}); regenerate it with `cudabox lock`") \
+            from None
+    if not isinstance(data, dict) or data.get("lockfile") != FORMAT:
+        raise InputError(f"{shown}: not a {FORMAT} file; regenerate it with `cudabox lock`")
+    try:
+        lock = Lock(project=ProjectInputs.from_dict(data["project"]), stack=Stack.from_dict(data["stack"]),
+                    inputs_hash=data["inputs_hash"], generated_by=data.get("generated_by", "?"))
+    except (KeyError, TypeError) as exc:
+        raise InputError(f"{shown}: malformed lock ({exc}); regenerate it with `cudabox lock`") from None
+    if data.get("lock_hash") != lock.hash:
+        raise InputError(f"{shown}: its content does not match its lock_hash (edited by hand?); "
+                         "regenerate it with `cudabox lock`")
+    return lock
+
+
+def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:
+    """(stale?, why). A lock is stale when cudabox.yaml (or its requirements file) changed since."""
+    lock = read_lock(directory)
+    spec = load_spec(directory)
+    if spec.inputs_hash != lock.inputs_hash:
+        return True, f"{spec.source_file} changed since {LOCK_FILE} was written"
+    return False, f"{LOCK_FILE} is up to date with {spec.source_file}"
+
+
+def check_lock(directory: Path = Path(".")) -> str:
+    stale, why = is_stale(directory)
+    if stale:
+        raise CheckFailed(f"{why}; run `cudabox lock`")
+    return why

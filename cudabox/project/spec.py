@@ -1,0 +1,298 @@
+"""The project file, cudabox.yaml: read, validate (file:line errors), and type it.
+
+Every value that will later reach a Dockerfile or a shell is validated here,
+at the door: package names, environment variable names, paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from ..errors import InputError, located
+from ..files import Node, display_path, load_yaml
+
+FLAVOURS = ("auto", "slim", "runtime", "devel")
+PYTHON_INSTALLS = ("auto", "os", "uv")
+SPEC_FILE = "cudabox.yaml"
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+APT_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~-]+)?$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+URL = re.compile(r"^https?://[^\s'\"\\]+$")
+
+
+@dataclass(frozen=True)
+class ProjectSpec:
+    """What a project asks for (cudabox.yaml), before resolution."""
+
+    name: str
+    directory: Path
+    python: str | None = None  # specifier, e.g. "==3.11" or ">=3.10"
+    requirements: tuple[str, ...] = ()  # PEP 508 strings, normalised
+    gpus: tuple[str, ...] = ()
+    driver: str | None = None
+    cuda: str | None = None  # specifier over CUDA versions
+    cudnn: str | None = None  # specifier over cuDNN versions
+    flavour: str = "auto"
+    system_packages: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    run: tuple[str, ...] = ()
+    workdir: str = "/workspace"
+    ca_cert: str | None = None
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    allow_forward_compat: bool = False
+    python_install: str = "auto"
+    source_file: str | None = None  # display path of cudabox.yaml
+    inputs_hash: str = ""  # sha256 of cudabox.yaml (+ requirements file)
+
+
+def version_spec(text: str, *, what: str) -> str:
+    """User shorthand -> specifier: "12.1" means 12.1.x, "9" means 9.x; specifiers pass through."""
+    text = str(text).strip()
+    if re.fullmatch(r"\d+(\.\d+)*", text):
+        return f"=={text}.*" if text.count(".") < 2 else f"=={text}"
+    if re.fullmatch(r"\d+(\.\d+)*\.\*", text):
+        return f"=={text}"
+    try:
+        SpecifierSet(text)
+    except InvalidSpecifier:
+        raise InputError(f"{what}: {text!r} is not a version or specifier (e.g. 12.1, 12.*, >=12.4)") from None
+    return text
+
+
+def python_spec(text: str, *, what: str) -> str:
+    text = str(text).strip()
+    if re.fullmatch(r"3\.\d+", text):
+        return f"=={text}.*"
+    return version_spec(text, what=what)
+
+
+def parse_requirement(text: str, *, what: str, allow_url: bool = False) -> str:
+    """A PEP 508 requirement, normalised; direct URLs only when the caller handles them."""
+    try:
+        req = Requirement(str(text).strip())
+    except InvalidRequirement as exc:
+        raise InputError(f"{what}: invalid requirement {text!r}: {exc}") from None
+    if req.url and not allow_url:
+        raise InputError(f"{what}: {text!r}: direct URL requirements are not supported; "
+                         "add the package to `run:` instead")
+    return str(req)
+
+
+def read_requirements_file(path: Path, *, seen: set | None = None) -> tuple[list[str], list[str]]:
+    """requirements.txt -> (requirements, extra index URLs). Follows -r includes."""
+    seen = seen if seen is not None else set()
+    path = Path(path)
+    if path.resolve() in seen:
+        return [], []
+    seen.add(path.resolve())
+    shown = display_path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise located(shown, None, f"cannot read requirements file: {exc.strerror or exc}") from None
+    reqs, indexes = [], []
+    for number, raw in enumerate(lines, 1):
+        line = raw.split(" #")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        option, _, value = line.partition(" ")
+        value = value.strip()
+        if option in ("-r", "--requirement"):
+            more, idx = read_requirements_file(path.parent / value, seen=seen)
+            reqs += more
+            indexes += idx
+        elif option in ("--extra-index-url", "--index-url", "-i", "-f", "--find-links"):
+            if option in ("--extra-index-url", "--index-url", "-i"):
+                indexes.append(value)
+        elif line.startswith("-"):
+            raise located(shown, number, f"unsupported option {option!r}; "
+                          "list packages by name (editable installs go in `run:`)")
+        else:
+            try:
+                reqs.append(parse_requirement(line, what=f"{shown}:{number}"))
+            except InputError as exc:
+                raise located(shown, number, str(exc).split(": ", 1)[-1]) from None
+    return reqs, indexes
+
+
+class _Reader:
+    def __init__(self, node: Node, path: str):
+        self.node, self.path = node, path
+
+    def err(self, key, message):
+        return located(self.path, self.node.line_of(key), f"{key}: {message}")
+
+    def str(self, key, default=None):
+        if key not in self.node or self.node[key] is None:
+            return default
+        value = self.node[key]
+        if isinstance(value, (bool, list, dict)):
+            raise self.err(key, "expected a string")
+        return str(value)
+
+    def list(self, key):
+        value = self.node.get(key)
+        if value is None:
+            return []
+        if isinstance(value, (str, int, float)):
+            value = [value]
+        if not isinstance(value, list):
+            raise self.err(key, "expected a list")
+        for i, item in enumerate(value):
+            if not isinstance(item, (str, int, float)) or isinstance(item, bool):
+                raise located(self.path, value.line_of(i), f"{key}: item {i + 1}: expected a string")
+        return [str(v) for v in value]
+
+    def check(self, key, fn):
+        try:
+            return fn()
+        except InputError as exc:
+            raise located(self.path, self.node.line_of(key), str(exc)) from None
+
+
+KEYS = ("name", "python", "requirements", "requirements_file", "gpus", "driver", "cuda", "cudnn", "flavour",
+        "system_packages", "env", "run", "workdir", "ca_cert", "index_url", "extra_index_urls",
+        "allow_forward_compat", "python_install")
+
+
+def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: str | None = None) -> ProjectSpec:
+    """Read and validate DIRECTORY/cudabox.yaml (or `text`, what `cudabox init` is about to write there)."""
+    directory = Path(directory)
+    path = Path(path) if path else directory / SPEC_FILE
+    shown = display_path(path)
+    if text is None and not path.exists():
+        raise InputError(f"{shown}: not found; run `cudabox init` to create it, or pass --with REQ")
+    raw = path.read_bytes() if text is None else text.encode("utf-8")
+    doc = load_yaml(path, raw.decode("utf-8", errors="replace"))
+    if doc is None:
+        doc = Node()
+        doc.line, doc.key_lines = 1, {}
+    if not isinstance(doc, Node):
+        raise located(shown, getattr(doc, "line", 1), "expected a mapping of keys (see docs/cudabox-yaml.md)")
+    for key in doc:
+        if key not in KEYS:
+            import difflib
+
+            close = difflib.get_close_matches(str(key), KEYS, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(KEYS)}"
+            raise located(shown, doc.line_of(key), f"unknown key '{key}'{hint}")
+    r = _Reader(doc, shown)
+    digest = hashlib.sha256(raw)
+
+    name = r.str("name") or default_name(directory)
+    if not NAME.match(name):
+        raise r.err("name", f"{name!r} is not a valid project name (lowercase letters, digits, '.', '_', '-')")
+    requirements = [r.check("requirements", lambda v=v: parse_requirement(v, what="requirement"))
+                    for v in r.list("requirements")]
+    indexes = []
+    req_file = r.str("requirements_file")
+    if req_file:
+        file_path = directory / req_file
+        if not file_path.exists():
+            raise r.err("requirements_file", f"{req_file}: file not found")
+        more, indexes = read_requirements_file(file_path)
+        requirements += more
+        digest.update(file_path.read_bytes())
+
+    python = r.str("python")
+    if python is not None:
+        python = r.check("python", lambda: python_spec(python, what="python"))
+    cuda = r.str("cuda")
+    if cuda is not None:
+        cuda = r.check("cuda", lambda: version_spec(cuda, what="cuda"))
+    cudnn = r.str("cudnn")
+    if cudnn is not None:
+        cudnn = r.check("cudnn", lambda: version_spec(cudnn, what="cudnn"))
+    driver = r.str("driver")
+    if driver is not None:
+        from ..knowledge.model import DriverVersion
+
+        try:
+            DriverVersion.parse(driver)
+        except ValueError as exc:
+            raise r.err("driver", str(exc)) from None
+    flavour = r.str("flavour", "auto")
+    if flavour not in FLAVOURS:
+        raise r.err("flavour", f"{flavour!r}: expected one of {', '.join(FLAVOURS)}")
+    python_install = r.str("python_install", "auto")
+    if python_install not in PYTHON_INSTALLS:
+        raise r.err("python_install", f"{python_install!r}: expected one of {', '.join(PYTHON_INSTALLS)}")
+
+    system_packages = r.list("system_packages")
+    for pkg in system_packages:
+        if not APT_PACKAGE.match(pkg):
+            raise r.err("system_packages", f"{pkg!r} is not a Debian/Ubuntu package name")
+    env = _read_env(doc, shown)
+    run = r.list("run")
+    for cmd in run:
+        if "\x00" in cmd:
+            raise r.err("run", "commands may not contain NUL bytes")
+    workdir = r.str("workdir", "/workspace")
+    if not CONTAINER_PATH.match(workdir) or ".." in workdir.split("/"):
+        raise r.err("workdir", f"{workdir!r} must be an absolute container path of plain characters")
+    ca_cert = r.str("ca_cert")
+    index_url = r.str("index_url")
+    extra = r.list("extra_index_urls") + indexes
+    for key, url in [("index_url", index_url)] + [("extra_index_urls", u) for u in extra]:
+        if url is not None and not URL.match(url):
+            raise r.err(key, f"{url!r} is not an http(s) URL")
+        if url is not None and "@" in url.split("/")[2]:  # user:password@host
+            env = "CUDABOX_PIP_INDEX_URL" if key == "index_url" else "CUDABOX_PIP_EXTRA_INDEX_URL"
+            raise r.err(key, f"the URL carries credentials, and the project files (this one included) are "
+                             f"copied into the image; set {env} instead (it reaches the build as a secret)")
+    forward = doc.get("allow_forward_compat", False)
+    if not isinstance(forward, bool):
+        raise r.err("allow_forward_compat", "expected true or false")
+    gpus = r.list("gpus")
+
+    return ProjectSpec(
+        name=name, directory=directory.resolve(), python=python, requirements=tuple(requirements),
+        gpus=tuple(gpus), driver=driver, cuda=cuda, cudnn=cudnn, flavour=flavour,
+        system_packages=tuple(system_packages), env=tuple(env), run=tuple(run), workdir=workdir,
+        ca_cert=ca_cert, index_url=index_url, extra_index_urls=tuple(dict.fromkeys(extra)),
+        allow_forward_compat=forward, python_install=python_install, source_file=shown,
+        inputs_hash=digest.hexdigest(),
+    )
+
+
+def _read_env(doc: Node, shown: str) -> list[tuple[str, str]]:
+    env = doc.get("env")
+    if env is None:
+        return []
+    if not isinstance(env, Node):
+        raise located(shown, doc.line_of("env"), "env: expected a mapping of NAME: value")
+    out = []
+    for key, value in env.items():
+        if not isinstance(key, str) or not ENV_NAME.match(key):
+            raise located(shown, env.line_of(key), f"env: {key!r} is not a valid environment variable name")
+        if isinstance(value, (list, dict)) or value is None:
+            raise located(shown, env.line_of(key), f"env: {key}: expected a string value")
+        value = str(value).lower() if isinstance(value, bool) else str(value)
+        if "\n" in value or "\x00" in value:
+            raise located(shown, env.line_of(key), f"env: {key}: values may not contain newlines")
+        out.append((key, value))
+    return out
+
+
+def default_name(directory: Path) -> str:
+    name = re.sub(r"[^a-z0-9._-]+", "-", Path(directory).resolve().name.lower()).strip("-._")
+    return name or "project"
+
+
+def spec_from_flags(directory: Path, requirements: list[str], **values) -> ProjectSpec:
+    """A ProjectSpec from command-line flags (`cudabox resolve --with ...`)."""
+    reqs = tuple(parse_requirement(r, what="--with") for r in requirements)
+    return ProjectSpec(name=default_name(directory), directory=Path(directory).resolve(),
+                       requirements=reqs, **{k: v for k, v in values.items() if v is not None})
+
+
+__all__ = ["ProjectSpec", "load_spec", "spec_from_flags", "version_spec", "python_spec", "FLAVOURS"]

@@ -1,0 +1,409 @@
+"""The stack around the frameworks: driver mode, GPU coverage, cuDNN, Python and the base image.
+
+`Chooser` answers two questions for the resolver: can this build run where
+the project must run (`build_problem`), and what stack do these builds make
+(`framework_stack` / `plain_stack`). Problems are one-line, fact-naming
+strings; `EnvProblem` carries one out of a stack attempt.
+"""
+
+from __future__ import annotations
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from ..errors import InputError, Unsatisfiable
+from ..knowledge.matrix import Matrix
+from ..knowledge.model import Build, CudaImage, cuda_version, minor_of
+from .stack import FrameworkPick, Stack, Target
+
+PACKAGE_NAMES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
+
+
+class EnvProblem(Exception):
+    """A candidate combination that can't be turned into a stack; the message names why."""
+
+
+def series_label(b: Build) -> str:
+    return f"{b.framework} {'.'.join(b.version.split('.')[:2])}.x ({b.variant})"
+
+
+def cudnn_words(spec: str) -> str:
+    if spec.startswith("==") and "," not in spec:
+        return f"pins cuDNN {spec[2:]}"
+    return f"needs cuDNN {spec}"
+
+
+class Chooser:
+    def __init__(self, m: Matrix, request):
+        self.m, self.req = m, request
+        self.user_python = SpecifierSet(request.python) if request.python else None
+        self.host_problems = self._host_problems()
+
+    # ------------------------------------------------------------------ driver
+
+    def driver_mode(self, minor: str) -> tuple[str | None, str]:
+        """How a stack of CUDA `minor` runs on the request's driver: (mode, explanation) or (None, why not)."""
+        d = self.req.driver
+        if d is None:
+            return "unknown", "no driver given: the image requires a driver that runs CUDA " + minor
+        native = self.m.driver_cuda(d) or "?"
+        if self.m.runs_natively(d, minor):
+            return "native", f"driver {d} runs CUDA {native} natively (>= {minor})"
+        major = self.m.majors.get(int(minor.split(".")[0]))
+        if major and self.m.minor_compatible(d, minor):
+            return "minor-compat", (f"driver {d} runs CUDA {native} natively; CUDA {minor} runs under minor-version "
+                                    f"compatibility (CUDA {major.major}.x floor {major.minor_compat_driver}; "
+                                    "no PTX JIT)")
+        if self.req.allow_forward_compat:
+            image = self._forward_compat_image(minor)
+            if image is not None:
+                return "forward-compat", (f"driver {d} (R{d.branch}) runs CUDA {minor} through forward "
+                                          f"compatibility (cuda-compat in nvidia/cuda {image.cuda}; "
+                                          "datacenter GPUs only)")
+        tk = self.m.toolkit(minor)
+        need = tk.min_driver if tk else None
+        floor = f"; CUDA {major.major}.x's minor-version floor is {major.minor_compat_driver}" if major else ""
+        return None, (f"CUDA {minor} needs driver >= {need or '?'} natively{floor}; "
+                      f"driver {d} runs CUDA {native}")
+
+    def _forward_compat_image(self, minor: str) -> CudaImage | None:
+        d = self.req.driver
+        if not self.req.gpus or not all(g.datacenter for g in self.req.gpus):
+            return None
+        for image in reversed(self.m.cuda_images):
+            if minor_of(image.cuda) == minor and self._image_usable(image) and d.branch in \
+                    image.forward_compat_branches:
+                return image
+        return None
+
+    def _host_problems(self) -> list[str]:
+        """A driver older than the first toolkit that knows a GPU can't drive that GPU at all."""
+        d, out = self.req.driver, []
+        if d is None:
+            return out
+        for g in self.req.gpus:
+            first = next((tk for tk in self.m.toolkits if tk.can_compile(g.cc) and tk.min_driver), None)
+            if first and d < first.min_driver:
+                out.append(f"{g.name} ({g.sm}) needs a driver >= {first.min_driver} (CUDA {first.version} is the "
+                           f"first toolkit that knows {g.sm}); driver {d} predates it")
+        return out
+
+    # ------------------------------------------------------------------ one build
+
+    def pythons(self, builds) -> list[str]:
+        allowed = [p for p in self.m.known_pythons if all(b.python.allows(p) for b in builds)]
+        if self.user_python is not None:
+            allowed = [p for p in allowed if Version(p) in self.user_python]
+        return allowed
+
+    def build_problem(self, b: Build) -> tuple[str, str] | None:
+        """Why this build can't be part of the stack, as (kind, one line), or None."""
+        label = series_label(b)
+        if self.host_problems:
+            return "host", self.host_problems[0]
+        if not self.pythons([b]):
+            return "python", f"{label} supports Python {b.python.describe()}, not {self.req.python}"
+        if self.req.cuda and cuda_version(b.cuda) not in SpecifierSet(self.req.cuda):
+            return "cuda", f"{label} is built for CUDA {b.cuda}, outside cuda {self.req.cuda}"
+        if self.req.cudnn and b.wheels_cuda:
+            if b.cudnn is None:
+                return "cudnn", (f"{label} bundles its own cuDNN (not in the matrix); "
+                                 f"cannot honour cudnn {self.req.cudnn}")
+            if not self._cudnn_choices([b.cudnn, self.req.cudnn], b.cuda_major):
+                return "cudnn", f"{label} {cudnn_words(b.cudnn)}, outside cudnn {self.req.cudnn}"
+        if not b.wheels_cuda and self.req.flavour == "slim":
+            return "flavour", f"{label} needs a system CUDA {b.cuda} (no CUDA wheels); flavour slim has none"
+        mode, why = self.driver_mode(b.cuda)
+        if mode is None:
+            return "driver", f"{label}: {why}"
+        problem = self._coverage_problem(b, mode)
+        return ("coverage", problem) if problem else None
+
+    def _coverage_problem(self, b: Build, mode: str) -> str | None:
+        jit = mode != "minor-compat"
+        for g in self.req.gpus:
+            if b.arch.coverage(g.cc, ptx_jit=jit):
+                continue
+            text = f"{series_label(b)} carries {b.arch.describe()}: no code for {g.name} ({g.sm})"
+            if not jit and b.arch.coverage(g.cc, ptx_jit=True):
+                text += " without PTX JIT, which minor-version compatibility lacks (upgrade the driver)"
+            return text
+        return None
+
+    def _cudnn_choices(self, specs, cuda_major: int) -> list[str]:
+        """Known cuDNN builds with a wheel for this CUDA major that satisfy every spec, newest first."""
+        exact = [spec[2:] for spec in specs if spec and spec.startswith("==") and "," not in spec and "*" not in spec]
+        if exact:  # a framework's exact pin is itself evidence that its wheel exists
+            v = exact[0]
+            return [v] if all(Version(v) in SpecifierSet(s) for s in specs if s) else []
+        wheel = f"cu{cuda_major}"
+        out = []
+        for c in reversed(self.m.cudnn_builds()):
+            if c.wheels and wheel not in c.wheels:
+                continue
+            if all(Version(c.version) in SpecifierSet(s) for s in specs if s):
+                out.append(c.version)
+        return out
+
+    # ------------------------------------------------------------------ images
+
+    def _image_usable(self, image: CudaImage) -> bool:
+        return image.lifecycle == "supported" or (image.lifecycle == "end-of-life" and self.req.allow_eol_images)
+
+    def pick_image(self, minors: list[str], cudnn_series: str | None, flavour: str) -> tuple[CudaImage, str, str]:
+        """Newest usable nvidia/cuda release among `minors` (in order), newest apt-based OS -> (image, os, tag)."""
+        refused = []
+        for minor in minors:
+            images = [i for i in reversed(self.m.cuda_images) if minor_of(i.cuda) == minor]
+            for image in images:
+                if not self._image_usable(image):
+                    refused.append(f"nvidia/cuda {image.cuda} is {image.lifecycle}"
+                                   + ("" if image.lifecycle == "deleted" else " (--allow-eol-images to use it)"))
+                    continue
+                oses = image.cudnn_os if cudnn_series else image.os
+                if cudnn_series:
+                    have = image.cudnn
+                    if not have or have.split(".")[0] != cudnn_series.split(".")[0] or \
+                            Version(have) < Version(cudnn_series):
+                        refused.append(f"nvidia/cuda {image.cuda} has cuDNN {have or 'none'}, "
+                                       f"not {cudnn_series.split('.')[0]}.x >= {cudnn_series}")
+                        continue
+                    if self.req.cudnn and Version(have) not in SpecifierSet(self.req.cudnn):
+                        refused.append(f"nvidia/cuda {image.cuda} has cuDNN {have}, outside cudnn {self.req.cudnn}")
+                        continue
+                # images.yaml lists the OSes the templates support (apt-based), newest first
+                os_name = next((o for o in self.m.os_info if o in oses), None)
+                if os_name is None:
+                    refused.append(f"nvidia/cuda {image.cuda} has no {flavour} tag for an OS in images.yaml's os list"
+                                   + (" with cuDNN" if cudnn_series else ""))
+                    continue
+                return image, os_name, image.tag(flavour, os_name, cudnn=bool(cudnn_series))
+            if not images:
+                refused.append(f"no nvidia/cuda image for CUDA {minor}")
+        raise EnvProblem("; ".join(dict.fromkeys(refused)) or "no nvidia/cuda image fits")
+
+    # ------------------------------------------------------------------ python + base
+
+    def _python_and_base(self, pythons: list[str], flavour: str, tag=None, os_name=None):
+        """Choose the Python (newest allowed) and how it gets into the image; pick the slim base."""
+        if not pythons:
+            raise EnvProblem("no Python version satisfies every constraint")
+        if flavour == "slim":
+            candidates = [(s.image, s.os) for s in self.m.slim]
+            if not candidates:
+                raise EnvProblem("images.yaml lists no slim base image")
+        else:
+            candidates = [(tag, os_name)]
+        install = self.req.python_install
+        for python in reversed(pythons):
+            for base, os_id in candidates:
+                os_python = self.m.os_info[os_id].python if os_id in self.m.os_info else None
+                if install in ("auto", "os") and os_python == python:
+                    return python, "os", base, os_id
+            if install != "os":
+                base, os_id = candidates[0]
+                return python, "uv", base, os_id
+        offered = ", ".join(f"{b} ({self.m.os_info[o].python if o in self.m.os_info else '?'})"
+                            for b, o in candidates)
+        raise EnvProblem(f"python_install: os, but no base image ships Python {' or '.join(pythons)} "
+                         f"(bases: {offered})")
+
+    # ------------------------------------------------------------------ stacks
+
+    def _targets(self):
+        return tuple(Target(gpu=g.name, cc=g.cc, sm=g.sm, peak_fp16_tflops=g.peak_fp16_tflops,
+                            peak_bandwidth_gbs=g.peak_bandwidth_gbs) for g in self.req.gpus)
+
+    def _requirement(self, minor: str, mode: str, image: CudaImage | None) -> tuple[str, str | None]:
+        tk = self.m.toolkit(minor)
+        major = self.m.majors.get(int(minor.split(".")[0]))
+        if mode == "forward-compat" and image is not None and image.require:
+            return image.require, f"R{min(image.forward_compat_branches)} (forward compatibility)"
+        if mode == "minor-compat" and major:
+            return f"cuda>={major.major}.0", str(major.minor_compat_driver)
+        return f"cuda>={minor}", str(tk.min_driver) if tk and tk.min_driver else None
+
+    def framework_stack(self, builds: list[Build], companions, others) -> Stack:
+        why = []
+        system = [b for b in builds if not b.wheels_cuda]
+        flavour = self.req.flavour if self.req.flavour != "auto" else ("runtime" if system else "slim")
+        image = os_name = tag = None
+        if system:
+            b = system[0]
+            major = b.cuda.split(".")[0]
+            minors = [b.cuda] + [tk.version for tk in reversed(self.m.toolkits)
+                                 if tk.version.split(".")[0] == major and tk.key > cuda_version(b.cuda)]
+            image, os_name, tag = self.pick_image(minors, b.system_cudnn, flavour)
+            minor = minor_of(image.cuda)
+            cudnn = image.cudnn
+            why.append(f"{b.framework} {b.version} was tested with CUDA {b.cuda} / cuDNN {b.system_cudnn} and "
+                       f"needs them from the system: nvidia/cuda {image.cuda} (CUDA {major}.x minor-version "
+                       f"compatible, cuDNN {cudnn})")
+        else:
+            pinned = [b for b in builds if b.cuda_runtime and b.cuda_runtime.startswith("==")]
+            minor = (pinned[0] if pinned else max(builds, key=lambda b: cuda_version(b.cuda))).cuda
+            choices = self._cudnn_choices([b.cudnn for b in builds] + [self.req.cudnn], builds[0].cuda_major)
+            if not any(b.cudnn for b in builds) and not self.req.cudnn:
+                cudnn = None
+            elif not choices:
+                raise EnvProblem("no known cuDNN build satisfies " + ", ".join(
+                    f"{series_label(b)} ({b.cudnn})" for b in builds if b.cudnn))
+            else:
+                cudnn = choices[0]
+            if flavour != "slim":  # the wheels bring cuDNN; the image brings the system CUDA (and nvcc)
+                image, os_name, tag = self.pick_image([minor], None, flavour)
+        mode, driver_why = self.driver_mode(minor)
+        if mode is None:
+            raise EnvProblem(driver_why)
+        why.append(driver_why)
+        if mode == "forward-compat" and image is None:
+            flavour = "runtime"
+            image, os_name, tag = self.pick_image([minor], None, flavour)
+            why.append("forward compatibility needs NVIDIA's cuda-compat libraries: runtime flavour")
+        python, install, base, os_id = self._python_and_base(self.pythons(builds), flavour, tag, os_name)
+
+        packages, requirements, indexes = {}, [], []
+        for b in builds:
+            pkg_version = b.requirement.split("==", 1)[1]
+            packages[PACKAGE_NAMES[b.framework]] = pkg_version
+            requirements.append(b.requirement)
+            if b.index and b.index not in indexes:
+                indexes.append(b.index)
+            want = self._want(b)
+            how = f"newest release matching {want.describe()}" if str(want.spec) else \
+                "newest release that satisfies everything"
+            why.append(f"{b.framework} {b.version} ({b.variant}): {how}; CUDA {b.cuda} variant"
+                       + (" (PyPI's default)" if b.pypi_default else f" from {b.index}"))
+        for name, version, torch in companions:
+            full = version if torch.pypi_default else f"{version}+{torch.variant}"
+            packages[name] = full
+            requirements.append(f"{name}=={full}")
+            why.append(f"{name} {version}: pairs with torch {torch.version}")
+        if cudnn and flavour == "slim":
+            wheel = self.m.majors[builds[0].cuda_major].cudnn_wheel
+            packages[wheel] = cudnn
+            requirements.append(f"{wheel}=={cudnn}")
+            pinners = [series_label(b) for b in builds if b.cudnn]
+            why.append(f"cuDNN {cudnn}: " + (f"what {' and '.join(pinners)} allow" if pinners else "requested"))
+        for g in self.req.gpus:
+            hows = [f"{b.framework}: {b.arch.coverage(g.cc, ptx_jit=mode != 'minor-compat')}" for b in builds]
+            why.append(f"{g.name} ({g.sm}): " + ", ".join(hows))
+        if not self.req.gpus:
+            why.append("no target GPUs given: GPU coverage not checked (add --gpu or gpus:)")
+        why.append(self._python_why(python, install, builds))
+        why.append(self._base_why(flavour, base, builds))
+        requirement, min_driver = self._requirement(minor, mode, image)
+        picks = tuple(FrameworkPick(b.framework, b.version, b.variant, b.arch.describe(), b.prov.status)
+                      for b in builds)
+        return Stack(python=python, python_install=install, cuda=minor, cudnn=cudnn, flavour=flavour,
+                     base_image=base, os=os_id, packages=packages, requirements=tuple(requirements),
+                     index_urls=tuple(indexes), requirement=requirement, min_driver=min_driver, driver_mode=mode,
+                     targets=self._targets(), frameworks=picks, why=tuple(why),
+                     warnings=tuple(self._warnings(install, python)))
+
+    def _want(self, b: Build):
+        from .request import split_requirements
+
+        wants, _ = split_requirements(self.req.requirements)
+        return wants[b.framework]
+
+    def _python_why(self, python, install, builds) -> str:
+        how = "via uv (the base's system Python differs)" if install == "uv" else "the base image's own Python"
+        if self.user_python is not None:
+            return f"Python {python}: requested ({self.req.python}); {how}"
+        if builds:
+            support = ", ".join(f"{series_label(b)} {b.python.describe()}" for b in builds)
+            return f"Python {python}: newest supported by {support}; {how}"
+        return f"Python {python}: {how}"
+
+    def _base_why(self, flavour, base, builds) -> str:
+        if flavour == "slim":
+            src = "the frameworks' wheels" if builds else "NVIDIA's CUDA wheels"
+            return f"base {base}: slim, CUDA comes from {src} (no second CUDA copy)"
+        return f"base {base}: {flavour} flavour, CUDA from the nvidia/cuda image"
+
+    def _warnings(self, install, python) -> list[str]:
+        out = []
+        if install == "uv":
+            out.append(f"Python {python} is installed by uv at build time (python-build-standalone downloads); "
+                       "pin `python:` to the base's own Python to avoid that")
+        return out
+
+    def plain_stack(self, others) -> Stack:
+        """Rule 6: no framework, a `cuda:` spec -> NVIDIA's CUDA runtime + NVRTC (+ cuDNN) of that version."""
+        if not self.req.cuda:
+            raise InputError("nothing to resolve: require a framework (torch, tensorflow, jax) "
+                             "or set a CUDA version (cuda: \"12.8\" / --cuda 12.8)")
+        problems = list(self.host_problems)
+        spec = SpecifierSet(self.req.cuda)
+        toolkits = [tk for tk in reversed(self.m.toolkits) if tk.key in spec]
+        if not toolkits:
+            known = ", ".join(tk.version for tk in self.m.toolkits)
+            problems.append(f"no CUDA toolkit matches cuda {self.req.cuda} (known: {known})")
+        for tk in toolkits if not problems else ():
+            try:
+                return self._plain(tk, others)
+            except EnvProblem as exc:
+                problems.append(str(exc))
+        raise Unsatisfiable("no stack satisfies the request", problems)
+
+    def _plain(self, tk, others) -> Stack:
+        flavour = self.req.flavour if self.req.flavour != "auto" else "slim"
+        mode, driver_why = self.driver_mode(tk.version)
+        if mode is None:
+            raise EnvProblem(driver_why)
+        for g in self.req.gpus:
+            if not tk.can_compile(g.cc):
+                first = next((t.version for t in self.m.toolkits if t.can_compile(g.cc)), None)
+                raise EnvProblem(f"CUDA {tk.version} cannot compile {g.sm} ({g.name})"
+                                 + (f"; CUDA {first} is the first that can" if first else ""))
+        major = self.m.majors[tk.major]
+        why = [f"CUDA {tk.version}: newest toolkit matching cuda {self.req.cuda} that runs here", driver_why]
+        why += [f"{g.name} ({g.sm}): CUDA {tk.version} compiles {g.sm}" for g in self.req.gpus]
+        cudnn = None
+        image = os_name = tag = None
+        packages, requirements = {}, []
+        if flavour == "slim":
+            choices = self._cudnn_choices([self.req.cudnn], tk.major) if self.req.cudnn else []
+            if self.req.cudnn and not choices:
+                raise EnvProblem(f"no cuDNN wheel for CUDA {tk.major} matches cudnn {self.req.cudnn}")
+            for component in ("cuda-runtime", "cuda-nvrtc"):
+                name = major.wheel(component)
+                packages[name] = f"{tk.version}.*"
+                requirements.append(f"{name}=={tk.version}.*")
+            if choices:
+                cudnn = choices[0]
+                packages[major.cudnn_wheel] = cudnn
+                requirements.append(f"{major.cudnn_wheel}=={cudnn}")
+                why.append(f"cuDNN {cudnn}: newest {major.cudnn_wheel} matching cudnn {self.req.cudnn}")
+        else:
+            need = None
+            if self.req.cudnn:
+                need = self.req.cudnn.lstrip("=<>~!").rstrip(".*") or None
+            image, os_name, tag = self.pick_image([tk.version], need, flavour)
+            cudnn = image.cudnn if need else None
+        if mode == "forward-compat" and image is None:
+            flavour = "runtime"
+            image, os_name, tag = self.pick_image([tk.version], None, flavour)
+        pythons = [p for p in self.m.known_pythons if self.user_python is None or Version(p) in self.user_python]
+        if self.user_python is None:
+            pythons = self._os_pythons(flavour, os_name) or pythons
+        python, install, base, os_id = self._python_and_base(pythons, flavour, tag, os_name)
+        why.append(self._python_why(python, install, []))
+        why.append(self._base_why(flavour, base, []))
+        if not self.req.gpus:
+            why.append("no target GPUs given: arch coverage not checked (add --gpu or gpus:)")
+        requirement, min_driver = self._requirement(tk.version, mode, image)
+        return Stack(python=python, python_install=install, cuda=tk.version, cudnn=cudnn, flavour=flavour,
+                     base_image=base, os=os_id, packages=packages, requirements=tuple(requirements),
+                     index_urls=(), requirement=requirement, min_driver=min_driver, driver_mode=mode,
+                     targets=self._targets(), frameworks=(), why=tuple(why),
+                     warnings=tuple(self._warnings(install, python)))
+
+    def _os_pythons(self, flavour, os_name) -> list[str]:
+        """With no framework to constrain it, prefer the base's own Python (nothing to download)."""
+        if flavour == "slim":
+            oses = [s.os for s in self.m.slim[:1]]
+        else:
+            oses = [os_name]
+        return [self.m.os_info[o].python for o in oses if o in self.m.os_info]
