@@ -100,7 +100,9 @@ def test_ptx_needs_native_driver(matrix):
 
 def test_torch_23_with_jax_0430_conflict_on_cudnn(matrix):
     reasons = refused(matrix, "torch==2.3.*", "jax>=0.4.30")
-    assert "torch 2.3.x (cu121) pins cuDNN 8.9.2.26 but jax" in reasons and "needs cuDNN >=9.1" in reasons
+    # jax 0.4.30's plugin pins nvidia-cudnn-cu12>=9.0,<10 (PyPI); 0.4.31 on pin >=9.1
+    assert "torch 2.3.x (cu121) pins cuDNN 8.9.2.26 but jax" in reasons and "needs cuDNN >=9.0,<10" in reasons
+    assert "way out: use jax 0.4.28 (cuda12)" in reasons  # the newest jax on cuDNN 8.9
 
 
 def test_torch_27_with_jax_06_conflict(matrix):

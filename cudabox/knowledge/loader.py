@@ -6,6 +6,7 @@ a broken file fails with `matrices/torch.yaml:123: what is wrong` (exit 2).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from packaging.version import Version
@@ -65,6 +66,22 @@ def _read_sources(doc, m: Matrix):
             prov=Provenance(source=(url,), note=r.get("note", f.string, None), origin=f"{r.path}:{node.line}"),
         )
         r.done()
+    if doc.get("refresh") is not None:  # what `matrix refresh` covers (docs/refresh.md)
+        r = _rec(doc["refresh"], "refresh")
+        r.get("refreshed", _date)
+        floors = r.get("floors", lambda x: x)
+        fr = _rec(floors, "refresh floors")
+        for name in list(floors):
+            fr.get(name, f.version)
+        fr.done()
+        r.done()
+
+
+def _date(v):
+    s = v.isoformat() if hasattr(v, "isoformat") else f.string(v)
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", s):
+        raise ValueError(f"expected a date YYYY-MM-DD, got {s!r}")
+    return s
 
 
 def _read_cuda(doc, m: Matrix):

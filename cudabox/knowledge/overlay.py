@@ -18,7 +18,7 @@ SUBJECTS = ("sources", "cuda", "drivers", "gpus", "cudnn", "torch", "tensorflow"
 # For each subject: list sections and the key that identifies a record, so that
 # an overlay record replaces the bundled record with the same identity.
 IDENTITY = {
-    "sources": {"sources": None},  # a mapping: merged by key
+    "sources": {"sources": None, "refresh": None},  # mappings: sources merged by key; refresh replaced
     "cuda": {"majors": "major", "toolkits": "version"},
     "drivers": {"branches": "branch"},
     "gpus": {"gpus": "name", "thresholds": None},

@@ -54,6 +54,13 @@ def _span(pythons) -> str:
     return f"Python {pythons[0]}-{pythons[-1]}" if pythons else "Python ?"
 
 
+def data_floor(p: Planner, name: str, known) -> str:
+    """The oldest version to consider: sources.yaml `refresh.floors` or the oldest the matrix knows."""
+    floors = ((p.work.get("sources") or {}).get("refresh") or {}).get("floors") or {}
+    candidates = [str(v) for v in (floors.get(name), *known) if v is not None]
+    return min(candidates, key=as_version, default="0")
+
+
 def _candidates(reader, name: str, floor: str):
     return [r for r in reader.releases(name).values()
             if not r.yanked and as_version(series_of(r.version)) >= as_version(series_of(floor))]
@@ -128,7 +135,7 @@ def _torch_variants(p: Planner, series: str, versions: list[str], pins: dict, pr
 
 def torch(p: Planner) -> None:
     records = section(p.work["torch"], "releases")
-    floor = min((r["series"] for r in records), key=as_version, default="0")
+    floor = data_floor(p, "torch", [r["series"] for r in records])
     rels = _candidates(p.r, "torch", floor)
     metas = p.r.metadata(rels)
     pins = {r.version: torch_pins(metas[r.version].requires_dist) for r in rels}
@@ -152,7 +159,16 @@ def torch(p: Planner) -> None:
         added = _merge_versions(p, "torch", new, group, pins, series_pins, _pin_words)
         for v in added:
             _add_source(pypi, metas[v].url)
+        _wheel_pythons(new, group, url)
         p.put("torch", "releases", "series", new, old, _added_words(group, added))
+
+
+def _wheel_pythons(record: dict, group, url: str) -> None:
+    """A series' Python list = the CPython tags every listed version has Linux x86_64 wheels for (PyPI wins)."""
+    python = _pythons([r for r in group if r.version in record["versions"]])
+    if python and python != [str(x) for x in record.get("python") or []]:
+        record["python"] = python
+        _add_source(record, url)
 
 
 def _fix_default_variant(p: Planner, record: dict, pins: dict, records: list) -> None:
@@ -205,7 +221,7 @@ def _new_torch(p: Planner, records, series, group, pins, metas, url) -> None:
 
 def companions(p: Planner, name: str) -> None:
     records = section(p.work["torch"], f"companions.{name}")
-    floor = min((r["version"] for r in records), key=as_version) if records else "0"
+    floor = data_floor(p, name, [r["version"] for r in records])
     rels = _candidates(p.r, name, floor)
     metas = p.r.metadata(rels)
     torch_versions = [v for rec in section(p.work["torch"], "releases") for v in rec["versions"]]
@@ -238,7 +254,7 @@ def _tf_words(pins) -> str:
 
 def tensorflow(p: Planner) -> None:
     records = section(p.work["tensorflow"], "releases")
-    floor = min((r["series"] for r in records), key=as_version, default="0")
+    floor = data_floor(p, "tensorflow", [r["series"] for r in records])
     rels = _candidates(p.r, "tensorflow", floor)
     metas = p.r.metadata(rels)
     pins = {r.version: tf_and_cuda(metas[r.version].requires_dist) for r in rels}
@@ -257,6 +273,7 @@ def tensorflow(p: Planner) -> None:
         added = _merge_versions(p, "tensorflow", new, group, pins, series_pins, _tf_words)
         if added and new.get("and_cuda"):
             _add_source(new["and_cuda"], *(metas[v].url for v in added))
+        _wheel_pythons(new, group, url)
         p.put("tensorflow", "releases", "series", new, old, _added_words(group, added))
 
 
@@ -324,13 +341,27 @@ def _jax_facts(p: Planner, rels) -> dict[str, dict]:
         plan[rel.version] = extras
     plugin_meta = {extra: p.r.metadata(list({r.version: r for r in rs}.values())) for extra, rs in wanted.items()}
     out = {}
+    jaxlib = p.r.releases("jaxlib")
     for rel in rels:
-        plugins = {extra: dict(jax_plugin_pins(plugin_meta[extra][r.version].requires_dist),
-                               url=plugin_meta[extra][r.version].url)
-                   for extra, r in plan[rel.version].items()}
-        out[rel.version] = {"python": metas[rel.version].requires_python, "url": metas[rel.version].url,
+        plugins = {}
+        for extra, r in plan[rel.version].items():
+            pins = dict(jax_plugin_pins(plugin_meta[extra][r.version].requires_dist), url=plugin_meta[extra][r.version].url)
+            if pins["cudnn"] is None:  # jax <= 0.4.28: the pins are jax's own under the extra
+                pins = dict(jax_plugin_pins(metas[rel.version].requires_dist, extra), url=metas[rel.version].url)
+            plugins[extra] = pins
+        lib = jaxlib.get(rel.version)  # jax is pure Python: its Pythons are jaxlib's wheel tags
+        python = list(lib.pythons) if lib and lib.pythons else metas[rel.version].requires_python
+        out[rel.version] = {"python": python, "url": metas[rel.version].url,
                             "plugins": plugins, "uploaded": rel.uploaded}
     return out
+
+
+def _common_python(pythons: list):
+    """The Pythons every version of a record has wheels for (lists intersect; a specifier is kept as is)."""
+    if pythons and all(isinstance(x, list) for x in pythons):
+        common = set.intersection(*(set(x) for x in pythons))
+        return sorted(common, key=as_version) or None
+    return pythons[0] if pythons else None
 
 
 def _jax_key(record) -> Version:
@@ -340,20 +371,21 @@ def _jax_key(record) -> Version:
 def jax(p: Planner) -> None:
     records = section(p.work["jax"], "releases")
     known = {v for r in records for v in r["versions"]}
-    floor = min(known, key=as_version, default="0")
+    floor = data_floor(p, "jax", known)
     rels = [r for r in p.r.releases("jax").values() if not r.yanked and as_version(r.version) >= as_version(floor)]
     facts = _jax_facts(p, rels)
     for old in list(records):
         got = [facts[v] for v in old["versions"] if v in facts]
         if not got:
             continue
-        shape = [(f["python"], {k: (v["cudnn"], v["cuda_min"]) for k, v in f["plugins"].items()}) for f in got]
+        shape = [{k: (v["cudnn"], v["cuda_min"]) for k, v in f["plugins"].items()} for f in got]
         if any(s != shape[0] for s in shape):
             p.note(f"! jax {'/'.join(old['versions'])}: the versions' PyPI metadata differ; record left as is")
             continue
         new = copy.deepcopy(old)
-        if got[0]["python"]:
-            new["python"] = got[0]["python"]
+        python = _common_python([f["python"] for f in got])
+        if python and python != new.get("python"):
+            new["python"] = python
         for plugin in new["plugins"]:
             pins = got[0]["plugins"].get(plugin["name"])
             if pins is None:
@@ -386,5 +418,5 @@ def _new_jax(p: Planner, records, version, facts, url) -> None:
               "plugins": plugins}
     words = "; ".join(f"jax[{x['name']}] cuDNN {x['cudnn']}" for x in plugins)
     p.put("jax", "releases", "versions", record, None,
-          f"new release ({facts['uploaded']}): Python {record['python']}; {words}; built-with CUDA and min_cc "
+          f"new release ({facts['uploaded']}): {_span(record['python']) if isinstance(record['python'], list) else 'Python ' + str(record['python'])}; {words}; built-with CUDA and min_cc "
           f"carried from {'/'.join(prior['versions']) if prior else '-'} (inferred)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..pypi import Client
 from . import cuda, frameworks as fw
-from .reader import FRAMEWORKS, Plan, Planner, Reader
+from .reader import FRAMEWORKS, Plan, Planner, Reader, plain
 
 
 def plan(client: Client, docs: dict, frameworks=FRAMEWORKS, *, progress=None) -> Plan:
@@ -19,4 +19,11 @@ def plan(client: Client, docs: dict, frameworks=FRAMEWORKS, *, progress=None) ->
     cuda.cudnn(p, everything="cudnn" in selected)
     cuda.cuda(p, everything="cuda" in selected)
     p.plan.notes[:0] = p.r.notes
+    p.plan.uploaded = {(name, v): r.uploaded for name, rels in p.r._releases.items() for v, r in rels.items()}
     return p.plan
+
+
+def refreshed_on(docs: dict) -> str | None:
+    """The date the bundled matrix was last refreshed (sources.yaml `refresh.refreshed`)."""
+    value = ((plain(docs.get("sources") or {}).get("refresh")) or {}).get("refreshed")
+    return str(value) if value is not None else None

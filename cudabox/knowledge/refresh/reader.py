@@ -179,10 +179,11 @@ def jax_plugins(requires_dist) -> dict[str, SpecifierSet]:
     return out
 
 
-def jax_plugin_pins(requires_dist) -> dict:
-    """A jax-cudaNN-plugin's cuDNN range and the oldest CUDA runtime it accepts."""
+def jax_plugin_pins(requires_dist, extra: str = "with-cuda") -> dict:
+    """A jax-cudaNN-plugin's cuDNN range and the oldest CUDA runtime it accepts (its `with-cuda` extra;
+    before jax 0.4.29 the nvidia-* pins sat in jax's own `cudaNN` extra: pass that extra with jax's metadata)."""
     cudnn = runtime = None
-    for req in requirements(requires_dist, "with-cuda"):
+    for req in requirements(requires_dist, extra):
         if re.fullmatch(r"nvidia-cudnn-cu\d+", req.name):
             cudnn = spec_text(req.specifier)
         elif re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", req.name):
@@ -295,10 +296,41 @@ class Change:
         return f"{what or self.section.split('.')[-1]} {ident}"
 
 
+    def adds(self) -> list[str]:
+        """The releases (versions) this change adds; [] for a change to what an existing record says."""
+        if self.section in ("releases", "series"):
+            field_ = "builds" if self.section == "series" else "versions"
+            new = [b["version"] if isinstance(b, dict) else b for b in self.new.get(field_) or ()]
+            old = {b["version"] if isinstance(b, dict) else b for b in (self.old or {}).get(field_) or ()}
+            return [v for v in new if v not in old]
+        if self.old is None:  # a companion or a CUDA toolkit minor
+            return [self.ident]
+        return []
+
+
 @dataclass
 class Plan:
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    uploaded: dict = field(default_factory=dict)  # (PyPI project, version) -> first upload date
+
+    def first_upload(self, change: Change, version: str) -> str | None:
+        """When PyPI first published `version` of what `change` is about (None: unknown)."""
+        projects = {"cudnn": CUDNN_PROJECTS, "cuda": ("cuda-toolkit",)}.get(
+            change.subject, (change.section.split(".")[-1] if "." in change.section else change.subject,))
+        dates = [d for (name, v), d in self.uploaded.items() if d and name in projects
+                 and (v == version or (change.subject == "cuda" and v.startswith(version + ".")))]
+        return min(dates, default=None)
+
+    def against(self, refreshed: str) -> tuple[list[Change], list[Change]]:
+        """Split the changes at a refresh date: (missing: what PyPI had by then, or a correction of an
+        existing record; newer: only releases PyPI published after it)."""
+        missing, newer = [], []
+        for change in self.changes:
+            dates = [self.first_upload(change, v) for v in change.adds()]
+            late = bool(dates) and all(d is not None and d > refreshed for d in dates)
+            (newer if late else missing).append(change)
+        return missing, newer
 
 
 def section(doc: dict, dotted: str) -> list:
