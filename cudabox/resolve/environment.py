@@ -13,7 +13,7 @@ from packaging.version import Version
 
 from ..errors import InputError, Unsatisfiable
 from ..knowledge.matrix import Matrix
-from ..knowledge.model import Build, CudaImage, cuda_version, minor_of
+from ..knowledge.model import Build, CudaImage, cc_tuple, cuda_version, minor_of
 from .stack import FrameworkPick, Stack, Target
 
 PACKAGE_NAMES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
@@ -110,7 +110,9 @@ class Chooser:
                 return "cudnn", (f"{label} bundles its own cuDNN (not in the matrix); "
                                  f"cannot honour cudnn {self.req.cudnn}")
             if not self._cudnn_choices([b.cudnn, self.req.cudnn], b.cuda_major):
-                return "cudnn", f"{label} {cudnn_words(b.cudnn)}, outside cudnn {self.req.cudnn}"
+                floor = self._floor_of(f"{b.cudnn},{self.req.cudnn}")
+                return "cudnn", (f"{label} {cudnn_words(b.cudnn)}, outside cudnn {self.req.cudnn}"
+                                 + (f" on the target GPUs ({floor})" if floor else ""))
         if not b.wheels_cuda and self.req.flavour == "slim":
             return "flavour", f"{label} needs a system CUDA {b.cuda} (no CUDA wheels); flavour slim has none"
         mode, why = self.driver_mode(b.cuda)
@@ -135,15 +137,31 @@ class Chooser:
         exact = [spec[2:] for spec in specs if spec and spec.startswith("==") and "," not in spec and "*" not in spec]
         if exact:  # a framework's exact pin is itself evidence that its wheel exists
             v = exact[0]
-            return [v] if all(Version(v) in SpecifierSet(s) for s in specs if s) else []
+            return [v] if all(Version(v) in SpecifierSet(s) for s in specs if s) and not self.cudnn_floor(v) else []
         wheel = f"cu{cuda_major}"
         out = []
         for c in reversed(self.m.cudnn_builds()):
             if c.wheels and wheel not in c.wheels:
                 continue
-            if all(Version(c.version) in SpecifierSet(s) for s in specs if s):
+            if all(Version(c.version) in SpecifierSet(s) for s in specs if s) and not self.cudnn_floor(c.version):
                 out.append(c.version)
         return out
+
+    def _floor_of(self, spec: str) -> str | None:
+        """The GPU floor that rules out the newest cuDNN build matching `spec`, if one does."""
+        matching = [c.version for c in reversed(self.m.cudnn_builds()) if Version(c.version) in SpecifierSet(spec)]
+        return next((f for f in map(self.cudnn_floor, matching) if f), None)
+
+    def cudnn_floor(self, version: str) -> str | None:
+        """Why a cuDNN build can't run on a target GPU (its series' min_cc, cudnn.yaml), or None."""
+        series = self.m.cudnn_series(version)
+        if series is None or not series.min_cc:
+            return None
+        low = [g for g in self.req.gpus if cc_tuple(g.cc) < cc_tuple(series.min_cc)]
+        if not low:
+            return None
+        return (f"cuDNN {series.series} needs compute capability >= {series.min_cc}; "
+                f"{low[0].name} is {low[0].cc} ({series.prov.origin})")
 
     # ------------------------------------------------------------------ images
 
@@ -246,8 +264,10 @@ class Chooser:
             if not any(b.cudnn for b in builds) and not self.req.cudnn:
                 cudnn = None
             elif not choices:
+                floors = sorted({f for b in builds if b.cudnn for f in [self._floor_of(b.cudnn)] if f})
                 raise EnvProblem("no known cuDNN build satisfies " + ", ".join(
-                    f"{series_label(b)} ({b.cudnn})" for b in builds if b.cudnn))
+                    f"{series_label(b)} ({b.cudnn})" for b in builds if b.cudnn)
+                    + (" on the target GPUs: " + "; ".join(floors) if floors else ""))
             else:
                 cudnn = choices[0]
             if flavour != "slim":  # the wheels bring cuDNN; the image brings the system CUDA (and nvcc)
@@ -284,7 +304,9 @@ class Chooser:
             packages[wheel] = cudnn
             requirements.append(f"{wheel}=={cudnn}")
             pinners = [series_label(b) for b in builds if b.cudnn]
-            why.append(f"cuDNN {cudnn}: " + (f"what {' and '.join(pinners)} allow" if pinners else "requested"))
+            floor = next((f for b in builds if b.cudnn for f in [self._floor_of(b.cudnn)] if f), None)
+            why.append(f"cuDNN {cudnn}: " + (f"what {' and '.join(pinners)} allow" if pinners else "requested")
+                       + (f" and the target GPUs run (newer: {floor})" if floor else ""))
         for g in self.req.gpus:
             hows = [f"{b.framework}: {b.arch.coverage(g.cc, ptx_jit=mode != 'minor-compat')}" for b in builds]
             why.append(f"{g.name} ({g.sm}): " + ", ".join(hows))

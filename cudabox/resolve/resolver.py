@@ -20,7 +20,7 @@ from .environment import Chooser, EnvProblem, cudnn_words, series_label
 from ..errors import InputError, Unsatisfiable
 from ..knowledge.matrix import Matrix
 from ..knowledge.model import Build, DriverVersion, cuda_version
-from .request import COMPANIONS, FRAMEWORKS, Request, split_requirements
+from .request import COMPANIONS, FRAMEWORKS, Request, jax_extras, split_requirements
 from .stack import Stack
 
 # --------------------------------------------------------------------------- the search
@@ -41,7 +41,7 @@ class Resolver:
 
     def __init__(self, m: Matrix, request: Request):
         self.m, self.req = m, request
-        self.wants, self.others = split_requirements(request.requirements)
+        self.wants, self.others = split_requirements(request.requirements, jax_extras(m))
         self.env = Chooser(m, request)
         self.problems: list[Problem] = []
 
@@ -106,11 +106,23 @@ class Resolver:
             groups.setdefault(b.version, []).append(b)
         ordered = sorted(groups.items(), key=lambda kv: Version(kv[0]), reverse=True)
 
-        def preference(b: Build):
+        def preference(b: Build, pip_major: int | None):
+            # driver known: the newest CUDA it runs natively or under minor-version compatibility (the
+            # coverage rule already demands SASS for every target GPU there); forward compatibility last.
+            # No driver known: never a CUDA major newer than plain `pip install` gives.
+            # With no target GPUs nothing shows that SASS covers them, so native still comes first then.
             mode = self.env.driver_mode(b.cuda)[0]
-            return (mode in ("native", "unknown"), mode == "minor-compat", cuda_version(b.cuda), b.pypi_default)
+            within = mode != "unknown" or pip_major is None or b.cuda_major <= pip_major
+            runs = mode in ("native", "unknown") or (mode == "minor-compat" and bool(self.req.gpus))
+            return (runs, within, cuda_version(b.cuda), b.pypi_default)
 
-        return [sorted(g, key=preference, reverse=True) for _, g in ordered]
+        out = []
+        for _, group in ordered:
+            default = next((b for b in self.m.builds_of(group[0].framework)
+                            if b.version == group[0].version and b.pypi_default), None)
+            pip_major = default.cuda_major if default else None
+            out.append(sorted(group, key=lambda b: preference(b, pip_major), reverse=True))
+        return out
 
     def resolve(self) -> Stack:
         frameworks = [f for f in FRAMEWORKS if f in self.wants]
