@@ -61,6 +61,25 @@ def data_floor(p: Planner, name: str, known) -> str:
     return min(candidates, key=as_version, default="0")
 
 
+def prefetch(p: Planner, selected) -> None:
+    """Read every wheel METADATA the steps will need in one parallel pass, so one slow file doesn't stall
+    each framework in turn (a cold refresh is mostly waiting on PyPI)."""
+    known = {"torch": [r["series"] for r in section(p.work["torch"], "releases")],
+             "torchvision": [r["version"] for r in section(p.work["torch"], "companions.torchvision")],
+             "torchaudio": [r["version"] for r in section(p.work["torch"], "companions.torchaudio")],
+             "tensorflow": [r["series"] for r in section(p.work["tensorflow"], "releases")],
+             "jax": [v for r in section(p.work["jax"], "releases") for v in r["versions"]]}
+    rels = []
+    for name in [n for n in known if n in selected]:
+        floor = data_floor(p, name, known[name])
+        rels += _candidates(p.r, name, floor) if name != "jax" else \
+            [r for r in p.r.releases("jax").values() if not r.yanked and as_version(r.version) >= as_version(floor)]
+        if name == "jax":
+            for plugin in ("jax-cuda12-plugin", "jax-cuda13-plugin"):
+                rels += [r for r in p.r.releases(plugin).values() if not r.yanked and as_version(r.version) >= as_version(floor)]
+    p.r.metadata(rels)
+
+
 def _candidates(reader, name: str, floor: str):
     return [r for r in reader.releases(name).values()
             if not r.yanked and as_version(series_of(r.version)) >= as_version(series_of(floor))]

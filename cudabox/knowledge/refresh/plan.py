@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from ..pypi import Client
 from . import cuda, frameworks as fw
-from .reader import FRAMEWORKS, Plan, Planner, Reader, plain
+from .reader import FRAMEWORKS, Plan, Planner, Reader, plain, projects_for
 
 
 def plan(client: Client, docs: dict, frameworks=FRAMEWORKS, *, progress=None) -> Plan:
     """Compare PyPI with the current matrix documents; the changes that would bring it up to date."""
-    p = Planner(Reader(client, progress), docs)
+    p = Planner(Reader(client, progress, workers=32), docs)
     selected = [f for f in FRAMEWORKS if f in set(frameworks)]
+    p.r.prefetch(projects_for(selected))  # every project JSON, then every METADATA, in one parallel pass
+    fw.prefetch(p, selected)
     for name in selected:  # torch before its companions; cuDNN and CUDA last (they serve the pins)
         if name in ("torch", "tensorflow", "jax"):
             getattr(fw, name)(p)

@@ -236,6 +236,12 @@ class Reader:
                 self._releases[name] = {}
         return self._releases[name]
 
+    def prefetch(self, names) -> None:
+        """Read several project JSONs at once (a cold refresh is mostly waiting on PyPI)."""
+        todo = [n for n in dict.fromkeys(names) if n not in self._releases]
+        with ThreadPoolExecutor(self.workers) as pool:
+            list(pool.map(self.releases, todo))
+
     def url(self, name: str) -> str:
         return self.client.project_url(name)
 
@@ -376,6 +382,14 @@ class Planner:
 
     def note(self, text: str) -> None:
         self.plan.notes.append(text)
+
+
+def projects_for(selected) -> list[str]:
+    """The PyPI projects a refresh of `selected` reads (cuDNN and CUDA are always followed)."""
+    names = [n for n in selected if n not in ("cudnn", "cuda")]
+    if "jax" in selected:
+        names += ["jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin"]
+    return names + list(CUDNN_PROJECTS) + ["cuda-toolkit"]
 
 
 def newer_releases(client: Client, docs: dict, names=("torch", "tensorflow", "jax")) -> dict[str, list[Release]]:
