@@ -1,21 +1,16 @@
-"""The resolver's input: a `Request` (requirements plus where the image must run) and what the
-requirements ask of each framework (`Want`). Built from cudabox.yaml and host facts, or from flags.
+"""The resolver's input: a `Request` (requirements plus where the image must run), built from
+cudabox.yaml and host facts, or from flags. What the requirements ask of each framework
+(`Want`) is the matrix's to say: `Matrix.frameworks.split` (knowledge/frameworks.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
+from dataclasses import dataclass
 
 from ..errors import InputError
 from ..knowledge.matrix import Matrix
 from ..knowledge.model import GPU, DriverVersion
 from ..project.spec import ProjectSpec, python_spec, version_spec
-
-FRAMEWORKS = ("torch", "tensorflow", "jax")
-COMPANIONS = ("torchvision", "torchaudio")
 
 
 @dataclass(frozen=True)
@@ -33,19 +28,6 @@ class Request:
     allow_eol_images: bool = False
     python_install: str = "auto"
     context: tuple[str, ...] = ()  # reasons that come from outside (host detection)
-
-
-@dataclass
-class Want:
-    """What the requirements ask of one framework or companion."""
-
-    name: str
-    spec: SpecifierSet = field(default_factory=SpecifierSet)
-    variant: str | None = None
-    texts: list[str] = field(default_factory=list)
-
-    def describe(self) -> str:
-        return " and ".join(self.texts) or self.name
 
 
 def request_from_spec(spec: ProjectSpec, m: Matrix, *, driver: str | None = None,
@@ -70,45 +52,6 @@ def _unique(gpus):
             seen.add(g.name)
             out.append(g)
     return tuple(out)
-
-
-# --------------------------------------------------------------------------- requirements -> wants
-
-
-def split_requirements(requirements) -> tuple[dict[str, Want], list[str]]:
-    """Frameworks and companions the matrix knows -> Wants; everything else passes through to pip."""
-    from packaging.requirements import Requirement
-
-    wants: dict[str, Want] = {}
-    others: list[str] = []
-    for text in requirements:
-        req = Requirement(text)
-        name = canonicalize_name(req.name)
-        if name == "jaxlib":
-            name = "jax"
-        if name not in FRAMEWORKS + COMPANIONS:
-            others.append(text)
-            continue
-        want = wants.setdefault(name, Want(name))
-        want.texts.append(text)
-        for spec in req.specifier:
-            version, _, local = spec.version.partition("+")
-            if local:
-                want.variant = local
-            want.spec &= SpecifierSet(f"{spec.operator}{version}")
-        if name == "jax":
-            for extra in req.extras:
-                if extra.startswith("cuda13"):
-                    want.variant = "cuda13"
-                elif extra.startswith("cuda12"):
-                    want.variant = "cuda12"
-        if name == "tensorflow" and "and-cuda" in req.extras:
-            want.variant = "and-cuda"
-    for companion in COMPANIONS:
-        if companion in wants and "torch" not in wants:
-            wants["torch"] = Want("torch")
-    return wants, others
-
 
 
 def parse_cli_values(*, python: str | None, cuda: str | None, cudnn: str | None, driver: str | None):

@@ -29,9 +29,7 @@ from packaging.version import InvalidVersion, Version
 from ...errors import EnvironmentProblem, InputError
 from ..pypi import Client, Metadata
 
-FRAMEWORKS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax", "cudnn", "cuda")
 PYTORCH_INDEX = "https://download.pytorch.org/whl/torch/"
-CUDNN_PROJECTS = ("nvidia-cudnn-cu11", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13")
 _LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
           "python_version": "3.12", "python_full_version": "3.12.0", "implementation_name": "cpython",
           "platform_python_implementation": "CPython"}
@@ -346,10 +344,12 @@ class Planner:
         self.plan.notes.append(text)
 
 
-def newer_releases(client: Client, docs: dict, names=("torch", "tensorflow", "jax")) -> dict[str, list[Release]]:
+def newer_releases(client: Client, docs: dict, names=None) -> dict[str, list[Release]]:
     """Releases on PyPI newer than the newest the matrix knows, per framework (project JSON only: fast)."""
+    from ..overlay import declared
+
     out = {}
-    for name in names:
+    for name in names or [name for name, _, _ in declared(docs["frameworks"])]:
         known = [v for rec in plain(docs[name]).get("releases") or () for v in rec.get("versions") or ()]
         newest = max((as_version(v) for v in known), default=as_version("0"))
         out[name] = [r for r in releases(client.project(name)).values() if as_version(r.version) > newest and not r.yanked]
