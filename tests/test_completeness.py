@@ -19,7 +19,6 @@ import pytest
 from cudabox.knowledge import overlay
 from cudabox.knowledge.pypi import Client, FixtureTransport, HTTPTransport
 from cudabox.knowledge.refresh.plan import plan, refreshed_on
-from cudabox.knowledge.refresh.reader import FRAMEWORKS
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "pypi"
@@ -50,7 +49,7 @@ def test_bundle_names_its_refresh_date_and_floors():
 
 def test_recorded_pypi_has_nothing_the_bundle_lacks(recorded):
     docs = bundled_docs()
-    result = plan(recorded, docs, FRAMEWORKS)
+    result = plan(recorded, docs)
     missing, newer = result.against(refreshed_on(docs))
     assert not missing, "bundled matrix lacks (run `cudabox matrix refresh --into matrices/`):\n" + _describe(missing)
     assert not newer  # the fixtures were recorded on the refresh date
@@ -103,7 +102,7 @@ def _plain(docs) -> dict:
 def test_live_bundled_matrix_is_complete(tmp_path):
     docs = bundled_docs()
     start = time.monotonic()
-    result = plan(Client(HTTPTransport(), cache_dir=tmp_path), docs, FRAMEWORKS)
+    result = plan(Client(HTTPTransport(), cache_dir=tmp_path), docs)
     took = time.monotonic() - start
     refreshed = refreshed_on(docs)
     missing, newer = result.against(refreshed)

@@ -93,7 +93,7 @@ def test_every_record_names_a_source(matrix):
 
 
 def test_companion_pins(matrix):
-    tv = {c.version: c.torch for c in matrix.companions_of("torchvision")}
+    tv = {c.version: c.pin for c in matrix.companions_of("torchvision")}
     assert tv["0.20.1"] == "==2.5.1"
 
 

@@ -26,7 +26,6 @@ from cudabox.knowledge import check as matrix_check
 from cudabox.knowledge import loader, overlay
 from cudabox.knowledge.pypi import Client, FixtureTransport, HTTPTransport
 from cudabox.knowledge.refresh.reader import (
-    FRAMEWORKS,
     companion_pin,
     jax_plugin_pins,
     jax_plugins,
@@ -243,7 +242,7 @@ def test_refresh_into_the_user_overlay_is_picked_by_resolve(synthetic_pypi):
     before = json.loads(run_cli("resolve", "--with", "torch", "--no-host", "--json", check=0).stdout)
     assert before["packages"]["torch"] == "2.15.0"
 
-    plan, lines, written = run(Client(FixtureTransport(synthetic_pypi)), FRAMEWORKS)
+    plan, lines, written = run(Client(FixtureTransport(synthetic_pypi)), None)
     overlay = paths.config_dir() / "matrices"
     # the bundled TF/JAX data is complete (sources.yaml refresh.refreshed): only what the synthetic torch changes
     assert {p.name for p in written} == {"torch.yaml"}
@@ -275,7 +274,7 @@ def test_refresh_into_the_user_overlay_is_picked_by_resolve(synthetic_pypi):
     assert after["packages"]["torch"] == "2.16.0" and after["packages"]["torchvision"] == "0.30.0"
     assert after["cudnn"] == "9.27.0.42"
 
-    again, lines, _ = run(Client(FixtureTransport(synthetic_pypi)), FRAMEWORKS)
+    again, lines, _ = run(Client(FixtureTransport(synthetic_pypi)), None)
     assert again.changes == [], lines  # a second refresh finds nothing new
 
 
@@ -310,7 +309,7 @@ def test_dry_run_writes_nothing(synthetic_pypi):
 
 def _fill_cache(fixtures: Path) -> None:
     """Replay the fixtures once through the library: afterwards `--offline` runs from the cache alone."""
-    run(Client(FixtureTransport(fixtures)), FRAMEWORKS, dry_run=True)
+    run(Client(FixtureTransport(fixtures)), None, dry_run=True)
 
 
 def test_cli_offline_json_diff(synthetic_pypi):

@@ -6,7 +6,6 @@ import pytest
 
 from cudabox.errors import InputError, Unsatisfiable
 from cudabox.knowledge import loader
-from cudabox.resolve.request import split_requirements
 from cudabox.resolve.resolver import resolve
 
 from .test_resolve import framework, req
@@ -106,7 +105,7 @@ def test_jaxlib_cuda11_tag_is_a_cuda11_variant_not_a_literal(m):
 def test_jax_gpu_with_tensorflow_cpu_for_data_loading(m):
     s = stack_of(m, "jax[cuda12]", "tensorflow-cpu")
     assert [f.name for f in s.frameworks] == ["jax"]
-    assert split_requirements(["jax[cuda12]", "tensorflow-cpu"])[1] == ["tensorflow-cpu"]  # a plain package
+    assert m.frameworks.split(["jax[cuda12]", "tensorflow-cpu"])[1] == ["tensorflow-cpu"]  # a plain package
 
 
 @pytest.mark.parametrize("cpu", ["torch==2.4.1+cpu", "jax[cpu]==0.6.2", "tensorflow-cpu==2.15.1"])

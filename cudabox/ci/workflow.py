@@ -24,7 +24,6 @@ from .. import paths
 from ..errors import InputError
 from ..resolve.stack import Stack
 
-FRAMEWORK_ORDER = ("torch", "tensorflow", "jax", "cuda")  # catalog.FRAMEWORKS, without importing the renderer
 WORKFLOW = Path(".github/workflows/images.yml")
 TEMPLATE = "images-workflow.yml.j2"
 DEFAULT_RUNNER = ("self-hosted", "linux", "x64", "gpu")
@@ -79,7 +78,9 @@ def load_images(root: Path | None = None) -> list[CatalogImage]:
         except (OSError, ValueError, TypeError) as exc:
             raise InputError(f"{path}: not a catalog stack.json ({exc}); run `cudabox images generate`") from None
         out.append(CatalogImage(framework, tag, stack, data.get("stack_hash") or stack.hash))
-    order = {f: i for i, f in enumerate(FRAMEWORK_ORDER)}
+    from ..knowledge.loader import load_frameworks
+
+    order = {f: i for i, f in enumerate(load_frameworks().listing)}
     return sorted(out, key=lambda i: (order.get(i.framework, len(order)), i.path))
 
 

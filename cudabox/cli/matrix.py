@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 
 import typer
@@ -13,17 +12,6 @@ from .root import app
 matrix_app = typer.Typer(help="Show and check the compatibility matrix (matrices/ + overlays).", rich_markup_mode=None,
                          no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
-
-
-class Subject(str, Enum):
-    cuda = "cuda"
-    drivers = "drivers"
-    gpus = "gpus"
-    cudnn = "cudnn"
-    torch = "torch"
-    tensorflow = "tensorflow"
-    jax = "jax"
-    images = "images"
 
 
 JSON = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
@@ -37,13 +25,16 @@ def _load(project: Path):
 
 
 @matrix_app.command("show")
-def show(subject: Subject = typer.Argument(..., help="What to show."), json: bool = JSON, project: Path = PROJECT):
+def show(subject: str = typer.Argument(..., metavar="SUBJECT",
+                                       help="What to show: cuda, drivers, gpus, cudnn, images, or a framework "
+                                            "(matrices/frameworks.yaml)."),
+         json: bool = JSON, project: Path = PROJECT):
     """Show one subject of the matrix as a table (or --json)."""
     from ..knowledge.report import subject_rows
 
     output.use_json(json)
     m = _load(project)
-    title, columns, rows, data = subject_rows(m, subject.value)
+    title, columns, rows, data = subject_rows(m, subject)
     if json:
         output.emit_json(data)
         return

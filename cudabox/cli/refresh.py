@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 
 import typer
@@ -11,22 +10,12 @@ from . import output
 from .matrix import PROJECT, matrix_app
 
 
-class Framework(str, Enum):
-    torch = "torch"
-    torchvision = "torchvision"
-    torchaudio = "torchaudio"
-    tensorflow = "tensorflow"
-    jax = "jax"
-    cudnn = "cudnn"
-    cuda = "cuda"
-
-
 @matrix_app.command("refresh")
 def refresh(
-    framework: list[Framework] = typer.Option(
+    framework: list[str] = typer.Option(
         None, "--framework", "-f", metavar="NAME",
-        help="Only this one: torch, torchvision, torchaudio, tensorflow, jax, cudnn or cuda (repeatable; "
-             "default: all)."),
+        help="Only this one: a framework of matrices/frameworks.yaml that refresh can read, a companion, "
+             "cudnn or cuda (repeatable; default: all)."),
     dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Show the diff, write nothing."),
     into: Path = typer.Option(
         None, "--into", metavar="DIR",
@@ -41,11 +30,10 @@ def refresh(
 ):
     """Read PyPI (releases, pins, Requires-Python) and add what the matrix lacks; prints the diff first."""
     from ..knowledge.pypi import Client, HTTPTransport
-    from ..knowledge.refresh.reader import FRAMEWORKS
     from ..knowledge.refresh.write import as_json, run, target_dir
 
     output.use_json(json)
-    chosen = [f.value for f in framework] if framework else list(FRAMEWORKS)
+    chosen = list(framework) if framework else None
     client = Client(HTTPTransport(ca_cert=str(ca_cert) if ca_cert else None), offline=offline)
     with _progress() as progress:
         plan, lines, written = run(client, chosen, into=into, project_dir=project, dry_run=dry_run,

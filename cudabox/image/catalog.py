@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import paths
 from ..errors import CudaboxError, InputError, located
 from ..files import Node, display_path, load_yaml, write_atomic
+from ..knowledge.frameworks import PLAIN, Framework, Frameworks
 from .render import RenderOptions, render, smoke_source
 from ..project.spec import python_spec
 from ..resolve.stack import Stack
 
 CATALOG_FILE = "catalog.yaml"
 SUPPORT_DIR = "_support"
-FRAMEWORKS = ("torch", "tensorflow", "jax", "cuda")  # also the order of images/README.md
 FLAVOURS = ("auto", "slim", "runtime", "devel")
 OS_PYTHON = "os"  # catalog python value: the base image's own Python (the resolver's choice)
 
@@ -40,23 +40,23 @@ class Entry:
     flavour: str = "slim"
     extras: tuple[str, ...] = ()  # companions resolved with it (torchvision)
     where: str = CATALOG_FILE  # catalog.yaml:LINE, for messages
+    fw: Framework | None = field(default=None, compare=False)  # frameworks.yaml's record (None: plain CUDA)
 
     @property
     def label(self) -> str:
-        what = f"CUDA {self.version}" if self.framework == "cuda" else f"{self.framework} {self.version}"
+        what = f"CUDA {self.version}" if self.framework == PLAIN else f"{self.framework} {self.version}"
         detail = ", ".join(x for x in (self.variant, self.python and f"Python {self.python}",
                                        None if self.flavour == "slim" else self.flavour) if x)
         return f"{what} ({detail})" if detail else what
 
     def requirements(self) -> tuple[str, ...]:
-        if self.framework == "torch":
-            return (f"torch=={self.version}+{self.variant}", *self.extras)
-        if self.framework == "jax":
-            return (f"jax[{self.variant}]=={self.version}", *self.extras)
-        if self.framework == "tensorflow":
-            extra = "[and-cuda]" if self.variant == "and-cuda" else ""
-            return (f"tensorflow{extra}=={self.version}", *self.extras)
-        return tuple(self.extras)
+        if self.fw is None:
+            return tuple(self.extras)
+        return (self.fw.requirement(self.version, self.variant, pypi_default=False), *self.extras)
+
+    @property
+    def shows_variant(self) -> bool:
+        return self.fw.tag_shows_variant(self.variant) if self.fw else bool(self.variant)
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,8 @@ class Image:
     def tag(self) -> str:
         """2.7.1-cu128-py3.12, 2.21.0-py3.12 (TensorFlow [and-cuda]), cuda-12.8-py3.11; -runtime/-devel if not slim."""
         e = self.entry
-        parts = [f"cuda-{e.version}"] if e.framework == "cuda" else [e.version]
-        if e.variant and e.variant != "and-cuda":
+        parts = [f"cuda-{e.version}"] if e.framework == PLAIN else [e.version]
+        if e.shows_variant:
             parts.append(e.variant)
         parts.append(f"py{self.stack.python}")
         if self.stack.flavour != "slim":
@@ -88,39 +88,44 @@ class Plan:
     images: list[Image] = field(default_factory=list)
     failures: list[tuple[Entry, str]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path relative to images/ -> content
+    order: tuple[str, ...] = ()  # the order of images/README.md: frameworks.yaml's, then plain CUDA
 
 
 # --------------------------------------------------------------------------- catalog.yaml
 
 
-def load_catalog(path: Path | None = None) -> list[Entry]:
+def load_catalog(path: Path | None = None, frameworks: Frameworks | None = None) -> list[Entry]:
     """Read and validate matrices/catalog.yaml (errors point at file:line)."""
+    from ..knowledge.loader import load_frameworks
+
+    frameworks = frameworks if frameworks is not None else load_frameworks()
+    keys = frameworks.listing
     path = Path(path) if path else paths.matrices_dir() / CATALOG_FILE
     shown = display_path(path)
     doc = load_yaml(path)
     if not isinstance(doc, Node):
         raise located(shown, None, "expected a mapping (see docs/images.md)")
     for key in doc:
-        if key not in ("source", "defaults") + FRAMEWORKS:
+        if key not in ("source", "defaults") + keys:
             raise located(shown, doc.line_of(key), f"unknown key '{key}'")
     if not doc.get("source"):
         raise located(shown, doc.line, "missing 'source' (whose publishing choice this is)")
     defaults = doc.get("defaults") or Node()
     entries = []
-    for framework in FRAMEWORKS:
+    for framework in keys:
         records = doc.get(framework) or []
         if not isinstance(records, list):
             raise located(shown, doc.line_of(framework), f"{framework}: expected a list")
         for i, rec in enumerate(records):
             line = records.line_of(i) if hasattr(records, "line_of") else None
-            entries += _entries(framework, rec, defaults, shown, line)
+            entries += _entries(framework, rec, defaults, shown, line, frameworks.get(framework))
     return entries
 
 
-def _entries(framework: str, rec, defaults, shown: str, line) -> list[Entry]:
+def _entries(framework: str, rec, defaults, shown: str, line, fw: Framework | None) -> list[Entry]:
     if not isinstance(rec, Node):
         raise located(shown, line, f"{framework}: expected a mapping")
-    allowed = {"versions", "python", "flavour"} if framework == "cuda" else \
+    allowed = {"versions", "python", "flavour"} if framework == PLAIN else \
         {"version", "variants", "python", "flavour", "with"}
     for key in rec:
         if key not in allowed:
@@ -136,14 +141,14 @@ def _entries(framework: str, rec, defaults, shown: str, line) -> list[Entry]:
     if flavour not in FLAVOURS:
         raise located(shown, rec.line_of("flavour"), f"{framework}: flavour {flavour!r}: expected one of {FLAVOURS}")
     pythons = strings("python", [OS_PYTHON]) or [OS_PYTHON]
-    if framework == "cuda":
+    if framework == PLAIN:
         versions, variants, extras = strings("versions"), [None], ()
     else:
         if not isinstance(rec.get("version"), str):
             raise located(shown, rec.line_of("version"), f"{framework}: 'version' must be a quoted string")
         versions, variants, extras = [rec["version"]], strings("variants"), tuple(strings("with", []))
     where = f"{shown}:{rec.line}"
-    return [Entry(framework, version, variant, None if python == OS_PYTHON else python, flavour, extras, where)
+    return [Entry(framework, version, variant, None if python == OS_PYTHON else python, flavour, extras, where, fw)
             for version in versions for variant in variants for python in pythons]
 
 
@@ -167,7 +172,7 @@ def request_for(entry: Entry):
 
     return Request(requirements=entry.requirements(),
                    python=python_spec(entry.python, what=entry.where) if entry.python else None,
-                   cuda=f"=={entry.version}.*" if entry.framework == "cuda" else None, flavour=entry.flavour,
+                   cuda=f"=={entry.version}.*" if entry.framework == PLAIN else None, flavour=entry.flavour,
                    context=("catalog image: resolved without a host (no driver or GPU constraint)",))
 
 
@@ -176,8 +181,10 @@ def plan(matrix=None, entries: list[Entry] | None = None) -> Plan:
     from ..resolve.resolver import resolve
 
     m = matrix if matrix is not None else catalog_matrix()
-    result = Plan()
-    for entry in entries if entries is not None else load_catalog():
+    result = Plan(order=m.frameworks.listing)
+    for entry in entries if entries is not None else load_catalog(frameworks=m.frameworks):
+        if entry.fw is None and entry.framework != PLAIN:
+            entry = replace(entry, fw=m.frameworks.get(entry.framework))
         try:
             image = Image(entry, resolve(m, request_for(entry)))
         except CudaboxError as exc:
@@ -215,8 +222,8 @@ def index(result: Plan) -> str:
              "    docker buildx build -f images/FRAMEWORK/TAG/Dockerfile --target stack images/", "",
              "| image | framework | CUDA | cuDNN | Python | base | requirement |",
              "|---|---|---|---|---|---|---|"]
-    order = {f: i for i, f in enumerate(FRAMEWORKS)}
-    for image in sorted(result.images, key=lambda i: order[i.entry.framework]):
+    order = {f: i for i, f in enumerate(result.order)}
+    for image in sorted(result.images, key=lambda i: order.get(i.entry.framework, len(order))):
         s = image.stack
         picks = ", ".join(f"{f.name} {f.version} ({f.variant})" for f in s.frameworks) or "plain CUDA"
         cells = [f"[`{image.entry.framework}:{image.tag}`]({image.path}/)", picks, s.cuda, s.cudnn or "—",
@@ -237,8 +244,8 @@ def default_dir() -> Path:
 
 def _tag_prefix(entry: Entry) -> str:
     """The start of an entry's image path, known before it resolves (the Python may be the base's)."""
-    parts = [f"cuda-{entry.version}"] if entry.framework == "cuda" else [entry.version]
-    if entry.variant and entry.variant != "and-cuda":
+    parts = [f"cuda-{entry.version}"] if entry.framework == PLAIN else [entry.version]
+    if entry.shows_variant:
         parts.append(entry.variant)
     parts.append(f"py{entry.python or ''}")
     return f"{entry.framework}/" + "-".join(parts)

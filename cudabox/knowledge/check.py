@@ -142,10 +142,10 @@ def _check_misc(m: Matrix, out: CheckResult):
         if b.cuda not in toolkit_minors:
             out.warnings.append(f"{b.prov.origin}: driver R{b.branch} reports CUDA {b.cuda}, "
                                 "for which no toolkit exists (expected for 12.7)")
-    torch_versions = {b.version for b in m.builds_of("torch")}
     for c in m.companions:
-        if c.torch and not any(Version(v) in SpecifierSet(c.torch) for v in torch_versions):
-            out.errors.append(f"{c.prov.origin}: {c.name} {c.version}: no torch release matches {c.torch}")
+        versions = {b.version for b in m.builds_of(c.framework)}
+        if c.pin and not any(Version(v) in SpecifierSet(c.pin) for v in versions):
+            out.errors.append(f"{c.prov.origin}: {c.name} {c.version}: no {c.framework} release matches {c.pin}")
     for tk in m.toolkits:
         for rel in tk.releases:
             if minor_of(rel.version) != tk.version:

@@ -12,6 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..errors import InputError, located
 from ..files import Node
+from .frameworks import template_regex
 from .model import DriverVersion, Provenance, PythonSupport, cc_tuple, parse_arch
 
 STATUSES = ("verified", "unverified", "inferred")
@@ -107,6 +108,13 @@ def python(v):
     if isinstance(v, list):
         return PythonSupport(versions=tuple(minor(x) for x in v))
     return PythonSupport(spec=specifier(v))
+
+
+def template(v):
+    """A name template with {major}/{minor}/{cudnn} fields ("cu{major}{minor}")."""
+    s = string(v)
+    template_regex(s)  # raises ValueError naming an unknown field
+    return s
 
 
 def choice(*options):

@@ -38,7 +38,8 @@ from .model import (
     Toolkit,
     cuda_version,
 )
-from .overlay import load_documents, section_at
+from .frameworks import SHAPES, Framework, Frameworks
+from .overlay import SUBJECTS, load_documents, section_at
 
 
 def _records(doc: Node, dotted: str, subject_path: str):
@@ -90,7 +91,7 @@ def _read_cuda(doc, m: Matrix):
         major = CudaMajor(
             major=r.get("major", f.integer), minor_compat_driver=r.get("minor_compat_driver", f.driver),
             wheel_suffix=r.get("wheel_suffix", lambda v: "" if v is None else f.string(v)),
-            cudnn_wheel=r.get("cudnn_wheel", f.string), prov=r.prov(),
+            cudnn_wheel=r.get("cudnn_wheel", f.string), tag=r.get("tag", f.string), prov=r.prov(),
         )
         r.done()
         m.majors[major.major] = major
@@ -136,6 +137,7 @@ def _read_gpus(doc, m: Matrix):
 
 
 def _read_cudnn(doc, m: Matrix):
+    tags = tuple(major.tag for major in m.majors.values())  # wheels are named per CUDA major (cuda.yaml)
     for node in _records(doc, "series", "cudnn.yaml"):
         r = _rec(node, "cuDNN series")
         series = r.get("series", f.minor)
@@ -143,7 +145,7 @@ def _read_cudnn(doc, m: Matrix):
         for b in r.get("builds", f.list_of(lambda x: x), ()):
             br = _rec(b, f"cuDNN {series} build")
             builds.append(CudnnBuild(version=br.get("version", f.version),
-                                     wheels=br.get("wheels", f.list_of(f.choice("cu11", "cu12", "cu13")), ())))
+                                     wheels=br.get("wheels", f.list_of(f.choice(*tags)), ())))
             br.done()
         m.cudnn.append(CudnnSeries(series=series, cuda=r.get("cuda", f.cuda_ranges, None),
                                    min_cc=r.get("min_cc", f.optional(f.cc), None), builds=tuple(builds),
@@ -162,9 +164,39 @@ def _merge_prov(*provs: Provenance) -> Provenance:
     return Provenance(source=sources, status=status, note=notes, origin=provs[-1].origin)
 
 
-def _read_torch(doc, m: Matrix):
-    for node in _records(doc, "releases", "torch.yaml"):
-        r = _rec(node, "torch release")
+def _read_frameworks(doc, m: Matrix):
+    items, seen = [], set()
+    for node in _records(doc, "frameworks", "frameworks.yaml"):
+        r = _rec(node, "framework")
+        name = r.get("name", f.string)
+        what = f"framework {name}"
+        r.what = what
+        if name in SUBJECTS:
+            raise r.error("name", f"{what}: '{name}' is a matrix subject, not a framework name")
+        fw = Framework(
+            name=name, shape=r.get("shape", f.choice(*SHAPES)), aliases=r.get("aliases", f.list_of(f.string), ()),
+            conda=r.get("conda", f.list_of(f.string), ()), companions=r.get("companions", f.list_of(f.string), ()),
+            local_tag=r.get("local_tag", f.optional(f.template), None), extra=r.get("extra", f.optional(f.template), None),
+            without_extra=r.get("without_extra", f.optional(f.string), None),
+            pypi_default=r.get("pypi_default", f.optional(f.string), None),
+            cpu_local_tag=r.get("cpu_local_tag", f.optional(f.string), None),
+            cpu_extra=r.get("cpu_extra", f.optional(f.string), None), prov=r.prov())
+        r.done()
+        if fw.shape in ("extra", "plugins") and not fw.extra:
+            raise r.error("shape", f"{what}: shape {fw.shape} needs an 'extra'")
+        if fw.shape == "extra" and not fw.without_extra:
+            raise r.error("shape", f"{what}: shape extra needs 'without_extra' (the system-CUDA variant)")
+        for alias in (name, *fw.aliases, *fw.companions):
+            if alias in seen:
+                raise r.error("name", f"{what}: {alias!r} already names another framework or companion")
+            seen.add(alias)
+        items.append(fw)
+    m.frameworks = Frameworks(tuple(items))
+
+
+def _read_variants(doc, m: Matrix, fw: Framework):
+    for node in _records(doc, "releases", f"{fw.name}.yaml"):
+        r = _rec(node, f"{fw.name} release")
         series = r.get("series", f.minor)
         versions = r.get("versions", f.list_of(f.version))
         python = r.get("python", f.python)
@@ -172,7 +204,7 @@ def _read_torch(doc, m: Matrix):
         pypi = r.get("pypi", lambda x: x, None)
         pypi_runtime = None
         if pypi is not None:
-            pr = _rec(pypi, f"torch {series} pypi")
+            pr = _rec(pypi, f"{fw.name} {series} pypi")
             pypi_runtime = pr.get("cuda_runtime", f.optional(f.version), None)
             pr.get("cudnn", f.optional(f.version), None)
             pr.prov()
@@ -180,7 +212,7 @@ def _read_torch(doc, m: Matrix):
         prov = r.prov()
         variants = []
         for vnode in r.get("variants", f.list_of(lambda x: x)):
-            vr = _rec(vnode, f"torch {series} variant")
+            vr = _rec(vnode, f"{fw.name} {series} variant")
             variants.append(dict(
                 name=vr.get("name", f.string), cuda=vr.get("cuda", f.minor), cudnn=vr.get("cudnn", f.pin, None),
                 index=vr.get("index", f.optional(f.string), None), sass=vr.get("sass", f.list_of(f.arch("sm")), ()),
@@ -188,35 +220,36 @@ def _read_torch(doc, m: Matrix):
             vr.done()
         r.done()
         if default is not None and default not in {v["name"] for v in variants}:
-            raise r.error("pypi_default", f"torch {series}: pypi_default {default!r} is not one of its variants")
+            raise r.error("pypi_default", f"{fw.name} {series}: pypi_default {default!r} is not one of its variants")
         m.releases.append(FrameworkRelease(
-            "torch", series, versions, python,
+            fw.name, series, versions, python,
             "; ".join(f"{v['name']}{' (PyPI)' if v['name'] == default else ''}" for v in variants), prov))
         for version in versions:
             for v in variants:
                 is_default = v["name"] == default
                 m.builds.append(Build(
-                    framework="torch", version=version, variant=v["name"], cuda=v["cuda"], cuda_min=None,
+                    framework=fw.name, version=version, variant=v["name"], cuda=v["cuda"], cuda_min=None,
                     cudnn=v["cudnn"], cuda_runtime=f"=={pypi_runtime}" if is_default and pypi_runtime else None,
                     python=python, arch=ArchList(sass=v["sass"], ptx=v["ptx"]), wheels_cuda=True,
                     system_cudnn=None, pypi_default=is_default, index=None if is_default else v["index"],
-                    requirement=f"torch=={version}" if is_default else f"torch=={version}+{v['name']}",
+                    requirement=fw.requirement(version, v["name"], pypi_default=is_default),
                     prov=_merge_prov(prov, v["prov"])))
     companions = doc.get("companions") or Node()
-    for name in ("torchvision", "torchaudio"):
-        for node in _records(doc, f"companions.{name}", "torch.yaml"):
+    for name in fw.companions:
+        for node in _records(doc, f"companions.{name}", f"{fw.name}.yaml"):
             r = _rec(node, name)
             m.companions.append(Companion(name=name, version=r.get("version", f.version),
-                                          torch=r.get("torch", f.optional(f.specifier), None), prov=r.prov()))
+                                          pin=r.get(fw.name, f.optional(f.specifier), None), prov=r.prov(),
+                                          framework=fw.name))
             r.done()
     for key in companions:
-        if key not in ("torchvision", "torchaudio"):
+        if key not in fw.companions:
             raise located(companions.origin_path, companions.line_of(key), f"unknown companion '{key}'")
 
 
-def _read_tensorflow(doc, m: Matrix):
-    for node in _records(doc, "releases", "tensorflow.yaml"):
-        r = _rec(node, "tensorflow release")
+def _read_extra(doc, m: Matrix, fw: Framework):
+    for node in _records(doc, "releases", f"{fw.name}.yaml"):
+        r = _rec(node, f"{fw.name} release")
         series = r.get("series", f.minor)
         versions = r.get("versions", f.list_of(f.version))
         python = r.get("python", f.python)
@@ -228,38 +261,38 @@ def _read_tensorflow(doc, m: Matrix):
         r.done()
         pins = None
         if and_cuda is not None:
-            ar = _rec(and_cuda, f"tensorflow {series} and_cuda")
+            ar = _rec(and_cuda, f"{fw.name} {series} and_cuda")
             pins = dict(major=ar.get("cuda_major", f.integer), runtime=ar.get("cuda_runtime", f.pin, None),
                         cudnn=ar.get("cudnn", f.pin, None), prov=ar.prov())
             ar.done()
         m.releases.append(FrameworkRelease(
-            "tensorflow", series, versions, python,
-            f"CUDA {cuda}, cuDNN {cudnn_series}" + (" (wheels: [and-cuda])" if pins else " (system CUDA)"), prov))
+            fw.name, series, versions, python,
+            f"CUDA {cuda}, cuDNN {cudnn_series}" + (f" (wheels: [{fw.extra}])" if pins else " (system CUDA)"), prov))
         for version in versions:
             if pins:
                 # [and-cuda] pins a CUDA major; the runtime wheel pin says which minor
                 m.builds.append(Build(
-                    framework="tensorflow", version=version, variant="and-cuda", cuda=cuda, cuda_min=None,
+                    framework=fw.name, version=version, variant=fw.extra, cuda=cuda, cuda_min=None,
                     cudnn=pins["cudnn"], cuda_runtime=pins["runtime"], python=python, arch=arch,
                     wheels_cuda=True, system_cudnn=None, pypi_default=True, index=None,
-                    requirement=f"tensorflow[and-cuda]=={version}", prov=_merge_prov(prov, pins["prov"])))
+                    requirement=fw.requirement(version, fw.extra), prov=_merge_prov(prov, pins["prov"])))
             else:
                 m.builds.append(Build(
-                    framework="tensorflow", version=version, variant="system", cuda=cuda, cuda_min=cuda,
+                    framework=fw.name, version=version, variant=fw.without_extra, cuda=cuda, cuda_min=cuda,
                     cudnn=None, cuda_runtime=None, python=python, arch=arch, wheels_cuda=False,
                     system_cudnn=cudnn_series, pypi_default=True, index=None,
-                    requirement=f"tensorflow=={version}", prov=prov))
+                    requirement=fw.requirement(version, fw.without_extra), prov=prov))
 
 
-def _read_jax(doc, m: Matrix):
-    for node in _records(doc, "releases", "jax.yaml"):
-        r = _rec(node, "jax release")
+def _read_plugins(doc, m: Matrix, fw: Framework):
+    for node in _records(doc, "releases", f"{fw.name}.yaml"):
+        r = _rec(node, f"{fw.name} release")
         versions = r.get("versions", f.list_of(f.version))
         python = r.get("python", f.python)
         prov = r.prov()
         plugins = []
         for pnode in r.get("plugins", f.list_of(lambda x: x)):
-            pr = _rec(pnode, f"jax {versions[0]} plugin")
+            pr = _rec(pnode, f"{fw.name} {versions[0]} plugin")
             plugins.append(dict(
                 name=pr.get("name", f.string), major=pr.get("cuda_major", f.integer),
                 cuda=pr.get("cuda", f.optional(f.minor), None), cuda_min=pr.get("cuda_min", f.minor),
@@ -269,15 +302,16 @@ def _read_jax(doc, m: Matrix):
         r.done()
         series = ".".join(versions[0].split(".")[:2])
         m.releases.append(FrameworkRelease(
-            "jax", series, versions, python,
-            "; ".join(f"jax[{p['name']}] cuDNN {p['cudnn'] or '-'}" for p in plugins), prov))
+            fw.name, series, versions, python,
+            "; ".join(f"{fw.name}[{p['name']}] cuDNN {p['cudnn'] or '-'}" for p in plugins), prov))
         for version in versions:
             for p in plugins:
                 m.builds.append(Build(
-                    framework="jax", version=version, variant=p["name"], cuda=p["cuda"] or p["cuda_min"],
+                    framework=fw.name, version=version, variant=p["name"], cuda=p["cuda"] or p["cuda_min"],
                     cuda_min=p["cuda_min"], cudnn=p["cudnn"], cuda_runtime=None, python=python,
                     arch=ArchList(min_cc=p["min_cc"]), wheels_cuda=True, system_cudnn=None,
-                    pypi_default=p["major"] == 12, index=None, requirement=f"jax[{p['name']}]=={version}",
+                    pypi_default=p["name"] == fw.pypi_default, index=None,
+                    requirement=fw.requirement(version, p["name"]),
                     prov=_merge_prov(prov, p["prov"])))
 
 
@@ -312,12 +346,11 @@ def _read_images(doc, m: Matrix):
 
 
 def _sort_builds(m: Matrix):
-    order = {"torch": 0, "tensorflow": 1, "jax": 2}
     # later records (overlays) win for the same framework/version/variant
     unique = {}
     for b in m.builds:
         unique[(b.framework, b.version, b.variant)] = b
-    m.builds = sorted(unique.values(), key=lambda b: (order.get(b.framework, 9), _neg(b.version), b.variant))
+    m.builds = sorted(unique.values(), key=lambda b: (m.frameworks.order(b.framework), _neg(b.version), b.variant))
 
 
 def _neg(version: str):
@@ -329,17 +362,27 @@ def load(project_dir: Path | None = None, *, bundled: Path | None = None) -> Mat
     return from_documents(load_documents(project_dir, bundled))
 
 
+def load_frameworks(project_dir: Path | None = None, *, bundled: Path | None = None) -> Frameworks:
+    """Only frameworks.yaml (+ overlays): what reading a project's files needs, without the rest."""
+    m = Matrix()
+    _read_frameworks(load_documents(project_dir, bundled, only_frameworks=True)["frameworks"], m)
+    return m.frameworks
+
+
 def from_documents(docs: dict[str, Node]) -> Matrix:
     """Type-check merged documents (one per subject) into a Matrix."""
     m = Matrix()
     _read_sources(docs["sources"], m)
+    _read_frameworks(docs["frameworks"], m)
     _read_cuda(docs["cuda"], m)
     _read_drivers(docs["drivers"], m)
     _read_gpus(docs["gpus"], m)
     _read_cudnn(docs["cudnn"], m)
-    _read_torch(docs["torch"], m)
-    _read_tensorflow(docs["tensorflow"], m)
-    _read_jax(docs["jax"], m)
+    for fw in m.frameworks.items:
+        SHAPE_READERS[fw.shape](docs[fw.name], m, fw)
     _read_images(docs["images"], m)
     _sort_builds(m)
     return m
+
+
+SHAPE_READERS = {"variants": _read_variants, "extra": _read_extra, "plugins": _read_plugins}

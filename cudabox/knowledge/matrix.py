@@ -16,6 +16,7 @@ from functools import cached_property
 from packaging.version import Version
 
 from ..errors import InputError
+from .frameworks import Frameworks
 from .model import (
     GPU,
     Build,
@@ -43,6 +44,7 @@ class Matrix:
     """Every fact cudabox knows, typed and indexed."""
 
     sources: dict[str, Source] = field(default_factory=dict)
+    frameworks: Frameworks = field(default_factory=Frameworks)  # frameworks.yaml, in order
     majors: dict[int, CudaMajor] = field(default_factory=dict)
     toolkits: list[Toolkit] = field(default_factory=list)  # oldest first
     branches: list[DriverBranch] = field(default_factory=list)  # oldest first
@@ -132,10 +134,6 @@ class Matrix:
 
     def companions_of(self, name: str) -> list[Companion]:
         return [c for c in self.companions if c.name == name]
-
-    @cached_property
-    def frameworks(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(b.framework for b in self.builds))
 
     def cudnn_series(self, version: str) -> CudnnSeries | None:
         parts = version.split(".")

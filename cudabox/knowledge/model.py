@@ -171,6 +171,7 @@ class CudaMajor:
     wheel_suffix: str  # "-cu12"; "" for CUDA 13 (nvidia-cuda-runtime)
     cudnn_wheel: str  # nvidia-cudnn-cu12
     prov: Provenance
+    tag: str = ""  # cu12: what cudnn.yaml's builds[].wheels call this major's wheels
 
     def wheel(self, component: str) -> str:
         """NVIDIA's pip wheel for a CUDA component: "cuda-runtime" -> nvidia-cuda-runtime-cu12."""
@@ -344,12 +345,13 @@ class Build:
 
 @dataclass(frozen=True)
 class Companion:
-    """torchvision / torchaudio release and the torch it pins."""
+    """A companion release (torchvision, torchaudio) and the framework version it pins."""
 
     name: str
     version: str
-    torch: str | None  # specifier on torch ("==2.5.1"); None = no pin
+    pin: str | None  # specifier on its framework ("==2.5.1"); None = no pin
     prov: Provenance
+    framework: str = "torch"
 
 
 @dataclass(frozen=True)

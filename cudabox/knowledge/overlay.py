@@ -13,21 +13,51 @@ from .. import paths
 from ..errors import located
 from ..files import Node, Seq, display_path, load_yaml
 
-SUBJECTS = ("sources", "cuda", "drivers", "gpus", "cudnn", "torch", "tensorflow", "jax", "images")
+# The fixed subjects; each framework frameworks.yaml declares adds its own (matrices/<name>.yaml).
+SUBJECTS = ("sources", "frameworks", "cuda", "drivers", "gpus", "cudnn", "images")
 
 # For each subject: list sections and the key that identifies a record, so that
 # an overlay record replaces the bundled record with the same identity.
 IDENTITY = {
     "sources": {"sources": None, "refresh": None},  # mappings: sources merged by key; refresh replaced
+    "frameworks": {"frameworks": "name"},
     "cuda": {"majors": "major", "toolkits": "version"},
     "drivers": {"branches": "branch"},
     "gpus": {"gpus": "name", "thresholds": None},
     "cudnn": {"series": "series"},
-    "torch": {"releases": "series", "companions.torchvision": "version", "companions.torchaudio": "version"},
-    "tensorflow": {"releases": "series"},
-    "jax": {"releases": "versions"},
     "images": {"os": "os", "slim": "image", "nvidia_cuda": "cuda", "tools": "name"},
 }
+# A framework's releases file, by the shape frameworks.yaml gives it.
+SHAPE_IDENTITY = {"variants": {"releases": "series"}, "extra": {"releases": "series"},
+                  "plugins": {"releases": "versions"}}
+
+
+def declared(frameworks_doc) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(name, shape, companions) of each framework the merged frameworks.yaml declares (unchecked:
+    the loader reports bad records with their line)."""
+    out = []
+    for record in section_at(frameworks_doc, "frameworks") or ():
+        if isinstance(record, dict) and isinstance(record.get("name"), str):  # Node or plain
+            companions = record.get("companions") or ()
+            out.append((record["name"], str(record.get("shape")),
+                        tuple(c for c in companions if isinstance(c, str)) if isinstance(companions, list) else ()))
+    return out
+
+
+def subjects(docs: dict) -> tuple[str, ...]:
+    """Every subject of a set of documents: the fixed ones, then one per declared framework."""
+    return SUBJECTS + tuple(name for name, _, _ in declared(docs["frameworks"]) if name not in SUBJECTS)
+
+
+def identity(subject: str, docs: dict) -> dict:
+    """The sections of one subject and the key that identifies their records."""
+    if subject in IDENTITY:
+        return IDENTITY[subject]
+    for name, shape, companions in declared(docs["frameworks"]):
+        if name == subject:
+            return {**SHAPE_IDENTITY.get(shape, {"releases": "versions"}),
+                    **{f"companions.{c}": "version" for c in companions}}
+    raise KeyError(subject)
 
 
 def overlay_dirs(project_dir: Path | None = None) -> list[Path]:
@@ -51,9 +81,10 @@ def tag_origin(value, path: str):
 
 
 def section_at(doc: Node, dotted: str):
+    """The value at `dotted` in a document (loader Nodes or plain dicts), None when absent."""
     node = doc
     for part in dotted.split("."):
-        if not isinstance(node, Node) or part not in node:
+        if not isinstance(node, dict) or part not in node:
             return None
         node = node[part]
     return node
@@ -64,9 +95,10 @@ def _identity(record, key):
     return tuple(value) if isinstance(value, list) else value
 
 
-def merge(base: Node, over: Node, subject: str, path: str) -> None:
-    """Merge an overlay document into the bundled one, record by record."""
-    for dotted, key in IDENTITY[subject].items():
+def merge(base: Node, over: Node, subject: str, path: str, ident: dict | None = None) -> None:
+    """Merge an overlay document into the bundled one, record by record (`ident`: see `identity`)."""
+    sections = ident if ident is not None else IDENTITY[subject]
+    for dotted, key in sections.items():
         new = section_at(over, dotted)
         if new is None:
             continue
@@ -92,34 +124,51 @@ def merge(base: Node, over: Node, subject: str, path: str) -> None:
                 index[ident] = len(old)
                 old.append(record)
     for top in over:
-        if top not in {d.split(".")[0] for d in IDENTITY[subject]}:
+        if top not in {d.split(".")[0] for d in sections}:
             raise located(path, over.line_of(top), f"unknown section '{top}'")
 
 
-def load_documents(project_dir: Path | None = None, bundled: Path | None = None) -> dict[str, Node]:
-    """Read every subject file, merging overlays over the bundled data."""
+def load_documents(project_dir: Path | None = None, bundled: Path | None = None, *,
+                   only_frameworks: bool = False) -> dict[str, Node]:
+    """Read every subject file, merging overlays over the bundled data.
+
+    frameworks.yaml comes first (bundled, then overlays): it says which framework files exist.
+    A framework only an overlay declares has no bundled file; its records come from overlays.
+    """
     bundled = bundled or paths.matrices_dir()
+    directories = overlay_dirs(project_dir)
     docs: dict[str, Node] = {}
-    for subject in SUBJECTS:
-        path = bundled / f"{subject}.yaml"
+
+    def read(path: Path) -> Node | None:
         doc = load_yaml(path)
         shown = display_path(path)
+        if doc is None:
+            return None
         if not isinstance(doc, Node):
             raise located(shown, None, "expected a mapping at the top level")
         tag_origin(doc, shown)
-        docs[subject] = doc
-    for directory in overlay_dirs(project_dir):
-        for subject in SUBJECTS:
-            path = directory / f"{subject}.yaml"
-            if not path.exists():
-                continue
-            doc = load_yaml(path)
-            shown = display_path(path)
-            if doc is None:
-                continue
-            if not isinstance(doc, Node):
-                raise located(shown, None, "expected a mapping at the top level")
-            tag_origin(doc, shown)
-            merge(docs[subject], doc, subject, shown)
-    return docs
+        return doc
 
+    def merged(subject: str, fixed: bool) -> None:
+        path = bundled / f"{subject}.yaml"
+        if fixed or path.exists():
+            docs[subject] = read(path)
+            if docs[subject] is None:
+                raise located(display_path(path), None, "expected a mapping at the top level")
+        else:
+            docs[subject] = Node()
+            docs[subject].origin_path = display_path(path)
+        for directory in directories:
+            over = directory / f"{subject}.yaml"
+            if over.exists():
+                doc = read(over)
+                if doc is not None:
+                    merge(docs[subject], doc, subject, display_path(over), identity(subject, docs))
+
+    merged("frameworks", True)
+    if only_frameworks:
+        return docs
+    for subject in subjects(docs):
+        if subject != "frameworks":
+            merged(subject, subject in SUBJECTS)
+    return docs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import InputError
 from .matrix import Matrix
 from .model import GPU, as_data
 
@@ -34,14 +35,14 @@ def subject_rows(m: Matrix, subject: str):
         rows = [(s.series, _ranges(s.cuda), s.min_cc or "—", ", ".join(b.version for b in s.builds),
                  _status(s.prov)) for s in reversed(m.cudnn)]
         return "cuDNN", ["series", "CUDA", "min CC", "builds", "status"], rows, as_data(m.cudnn)
-    if subject in ("torch", "tensorflow", "jax"):
+    if subject in m.frameworks.names:
         releases = [r for r in m.releases if r.framework == subject]
         rows = [(r.series, ", ".join(r.versions), r.python.describe(), r.summary, _status(r.prov))
                 for r in releases]
         rows.sort(key=lambda row: [int(p) for p in row[0].split(".")], reverse=True)
         data = {"releases": as_data(releases), "builds": as_data(m.builds_of(subject))}
-        if subject == "torch":
-            data["companions"] = as_data(m.companions)
+        if m.frameworks.get(subject).companions:
+            data["companions"] = as_data([c for c in m.companions if c.framework == subject])
         return f"{subject} releases", ["release", "versions", "Python", "builds", "status"], rows, data
     if subject == "images":
         rows = [(i.cuda, i.lifecycle, i.cudnn or "—", ", ".join(i.os), i.require or "—")
@@ -50,7 +51,8 @@ def subject_rows(m: Matrix, subject: str):
         data = {"os": as_data(list(m.os_info.values())), "slim": as_data(m.slim),
                 "nvidia_cuda": as_data(m.cuda_images)}
         return "Base images", ["CUDA / image", "status", "cuDNN", "OS", "NVIDIA_REQUIRE_CUDA"], rows, data
-    raise ValueError(subject)
+    known = ("cuda", "drivers", "gpus", "cudnn", *m.frameworks.names, "images")
+    raise InputError(f"matrix show: unknown subject {subject!r} (known: {', '.join(known)})")
 
 
 def gpu_report(m: Matrix, gpu: GPU) -> dict:

@@ -10,7 +10,7 @@ from .lockfile import Lock, make_lock
 from ..knowledge.matrix import Matrix
 from ..knowledge.loader import load
 from ..knowledge.model import GPU
-from ..resolve.request import Request, request_from_spec, split_requirements
+from ..resolve.request import Request, request_from_spec
 from ..resolve.resolver import resolve
 from ..project.spec import ProjectSpec
 from ..resolve.stack import Stack
@@ -66,5 +66,5 @@ def resolve_project(spec: ProjectSpec, *, matrix: Matrix | None = None, no_host:
         context.append(f"driver {spec.driver} from {spec.source_file or 'flags'} (host has {host.driver})")
     request = replace(request, context=tuple(context), **{k: v for k, v in overrides.items() if v is not None})
     stack = resolve(m, request)
-    _, others = split_requirements(spec.requirements)
+    _, others = m.frameworks.split(spec.requirements)
     return Resolution(spec=spec, request=request, stack=stack, others=tuple(others), host=host)

@@ -19,12 +19,13 @@ from packaging.requirements import Requirement
 
 from ..errors import InputError, located
 from ..files import Node, load_yaml
+from ..knowledge.loader import load_frameworks
 from .detected import Detected, line_of, read_text, requirement
 
-# conda names -> PyPI names; None = provided by the stack or the OS, not a pip package
+# conda packages provided by the stack or the OS, not pip packages (frameworks' conda names are in
+# matrices/frameworks.yaml)
 CONDA_NAMES = {
-    "pytorch": "torch", "pytorch-gpu": "torch", "pytorch-cpu": "torch", "tensorflow-gpu": "tensorflow",
-    "jaxlib": "jax", "pip": None, "cudnn": None, "nccl": None, "cuda-nvcc": None, "cuda-toolkit": None,
+    "pip": None, "cudnn": None, "nccl": None, "cuda-nvcc": None, "cuda-toolkit": None,
     "cuda-runtime": None, "cudatoolkit-dev": None, "mkl": None, "blas": None, "libblas": None,
     "setuptools": None, "wheel": None, "_libgcc_mutex": None, "libstdcxx-ng": None, "libgcc-ng": None,
     "openssl": None, "ca-certificates": None, "cpuonly": None,
@@ -152,7 +153,7 @@ def read_environment(path: Path, found: Detected) -> None:
             if version:
                 found.hint_cuda(version.group(1), f"{at} ({item})")
             continue
-        pip_name = CONDA_NAMES.get(name, name)
+        pip_name = {**CONDA_NAMES, **found.registry.conda_names()}.get(name, name)
         if pip_name is None:
             found.notes.append(f"{at}: conda package {name} comes with the stack or the OS; not a pip package")
             continue
@@ -200,7 +201,7 @@ def read_setup_cfg(path: Path, found: Detected) -> None:
 def detect(directory: Path) -> Detected:
     """Read every dependency file the project has; later files add to earlier ones."""
     directory = Path(directory)
-    found = Detected(root=directory)
+    found = Detected(root=directory, known=load_frameworks(directory))
     req = directory / "requirements.txt"
     if req.is_file() and read_requirements(req, found):
         from .spec import read_requirements_file

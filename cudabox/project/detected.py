@@ -5,22 +5,19 @@ Also the small readers both share: a file's text, a needle's line, a requirement
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ..errors import located
+from ..knowledge.frameworks import Frameworks
+from ..knowledge.loader import load_frameworks
 from ..files import display_path
 from .spec import parse_requirement, python_spec
 
-FRAMEWORK_NAMES = ("torch", "torchvision", "torchaudio", "tensorflow", "jax")
-# pip names that mean a framework the matrix knows under another name
-_PIP_ALIASES = {"tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow", "jaxlib": "jax"}
-_CU_URL = re.compile(r"/(?:whl/(?:nightly/|test/)?)?cu(\d{2,3})(?:/|$)")
-_CU_LOCAL = re.compile(r"^cu(\d{2,3})$")
 
 
 @dataclass
@@ -39,6 +36,13 @@ class Detected:
     requirements_file: str | None = None  # a requirements.txt cudabox.yaml can reference as it is
     in_requirements_file: set = field(default_factory=set)  # requirements and indexes it carries
     root: Path | None = None  # the project directory: file names are shown relative to it
+    known: Frameworks | None = None  # frameworks.yaml (+ the project's overlays); loaded when first needed
+
+    @property
+    def registry(self) -> Frameworks:
+        if self.known is None:
+            self.known = load_frameworks(self.root)
+        return self.known
 
     def show(self, path: Path) -> str:
         try:
@@ -49,30 +53,27 @@ class Detected:
     @property
     def frameworks(self) -> dict[str, str]:
         """Framework name -> the requirement that asks for it (torch -> "torch==2.1.0+cu121")."""
-        out = {}
-        for text in self.requirements:
-            name = canonicalize_name(Requirement(text).name)
-            if name in FRAMEWORK_NAMES:
-                out.setdefault(name, text)
-        return out
+        wants, _ = self.registry.split(self.requirements)
+        return {name: want.texts[0] for name, want in wants.items() if want.texts}
 
     def add(self, text: str, where: str) -> bool:
         """Add a requirement; False when it had to be renamed (tensorflow-gpu -> tensorflow)."""
         req = Requirement(text)
         name = canonicalize_name(req.name)
-        if name in _PIP_ALIASES:
-            new = _PIP_ALIASES[name]
+        aliases = self.registry.pip_aliases()
+        if name in aliases:
+            new = aliases[name]
             self.notes.append(f"{where}: {req.name} is {new} for cudabox (same framework)")
             req.name = new
             text = str(req)
         for spec in req.specifier:
-            local = _CU_LOCAL.match(spec.version.partition("+")[2])
-            if local:
-                self.notes.append(f"{where}: {text} picks the CUDA {_cu(local.group(1))} build (local version)")
+            cuda = self.registry.cuda_of_local(spec.version.partition("+")[2])
+            if cuda:
+                self.notes.append(f"{where}: {text} picks the CUDA {cuda} build (local version)")
         if text not in self.origins:
             self.requirements.append(text)
             self.origins[text] = where
-        return name not in _PIP_ALIASES
+        return name not in aliases
 
     def hint_cuda(self, version: str, where: str) -> None:
         """Record a CUDA version the files point at (the first one wins; a different one is a note)."""
@@ -91,14 +92,9 @@ class Detected:
     def add_index(self, url: str, where: str) -> None:
         if url not in self.extra_index_urls:
             self.extra_index_urls.append(url)
-        found = _CU_URL.search(url)
-        if found:
-            self.hint_cuda(_cu(found.group(1)), f"{where} (index {url})")
-
-
-def _cu(digits: str) -> str:
-    """cu121 -> 12.1, cu118 -> 11.8, cu130 -> 13.0."""
-    return f"{int(digits[:-1])}.{digits[-1]}"
+        cuda = next((c for part in urlsplit(url).path.split("/") if (c := self.registry.cuda_of_local(part))), None)
+        if cuda:  # an index of one CUDA build: download.pytorch.org/whl/cu121
+            self.hint_cuda(cuda, f"{where} (index {url})")
 
 
 def requirement(text: str, where: str) -> str:

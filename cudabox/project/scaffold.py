@@ -51,9 +51,12 @@ def spec_yaml(name: str, found: Detected, *, python: str | None, cuda: str | Non
     else:
         out += ["# Python version or specifier, e.g. \"3.11\". Unset: the newest Python every framework supports.",
                 "# python: \"3.11\""]
-    out += ["", "# Packages (PEP 508). torch/torchvision/torchaudio, tensorflow and jax are resolved against",
-            "# cudabox's compatibility matrix (a +cu121 local version picks that CUDA build); the rest is",
-            "# installed with pip as written."]
+    groups = ["/".join((fw.name, *fw.companions)) for fw in found.registry.items]
+    names = " and ".join(filter(None, (", ".join(groups[:-1]), groups[-1]))) if groups else "Frameworks"
+    tag = next((t for fw in found.registry.items if (t := fw.local_for("12.1"))), None)
+    out += ["", f"# Packages (PEP 508). {names} are resolved against",
+            "# cudabox's compatibility matrix" + (f" (a +{tag} local version picks that CUDA build)" if tag else "")
+            + "; the rest is", "# installed with pip as written."]
     inline = [r for r in found.requirements if r not in found.in_requirements_file]
     if found.requirements_file:
         out += [f"# {found.requirements_file} is read at every lock (-r includes and --extra-index-url lines too).",

@@ -16,9 +16,6 @@ from ..knowledge.matrix import Matrix
 from ..knowledge.model import Build, CudaImage, cc_tuple, cuda_version, minor_of
 from .stack import FrameworkPick, Stack, Target
 
-PACKAGE_NAMES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
-
-
 class EnvProblem(Exception):
     """A candidate combination that can't be turned into a stack; the message names why."""
 
@@ -34,8 +31,9 @@ def cudnn_words(spec: str) -> str:
 
 
 class Chooser:
-    def __init__(self, m: Matrix, request):
+    def __init__(self, m: Matrix, request, wants=None):
         self.m, self.req = m, request
+        self.wants = wants if wants is not None else m.frameworks.split(request.requirements)[0]
         self.user_python = SpecifierSet(request.python) if request.python else None
         self.host_problems = self._host_problems()
 
@@ -138,7 +136,7 @@ class Chooser:
         if exact:  # a framework's exact pin is itself evidence that its wheel exists
             v = exact[0]
             return [v] if all(Version(v) in SpecifierSet(s) for s in specs if s) and not self.cudnn_floor(v) else []
-        wheel = f"cu{cuda_major}"
+        wheel = self.m.majors[cuda_major].tag
         out = []
         for c in reversed(self.m.cudnn_builds()):
             if c.wheels and wheel not in c.wheels:
@@ -285,7 +283,7 @@ class Chooser:
         packages, requirements, indexes = {}, [], []
         for b in builds:
             pkg_version = b.requirement.split("==", 1)[1]
-            packages[PACKAGE_NAMES[b.framework]] = pkg_version
+            packages[b.framework] = pkg_version
             requirements.append(b.requirement)
             if b.index and b.index not in indexes:
                 indexes.append(b.index)
@@ -324,10 +322,7 @@ class Chooser:
                      warnings=tuple(self._warnings(install, python)))
 
     def _want(self, b: Build):
-        from .request import split_requirements
-
-        wants, _ = split_requirements(self.req.requirements)
-        return wants[b.framework]
+        return self.wants[b.framework]
 
     def _python_why(self, python, install, builds) -> str:
         how = "via uv (the base's system Python differs)" if install == "uv" else "the base image's own Python"

@@ -20,8 +20,13 @@ from .environment import Chooser, EnvProblem, cudnn_words, series_label
 from ..errors import InputError, Unsatisfiable
 from ..knowledge.matrix import Matrix
 from ..knowledge.model import Build, DriverVersion, cuda_version
-from .request import COMPANIONS, FRAMEWORKS, Request, jax_extras, split_requirements
+from .request import Request
 from .stack import Stack
+
+
+def known_variants(m: Matrix) -> dict[str, set[str]]:
+    """Framework -> the variants the matrix has builds of (what an extra may name)."""
+    return {name: {b.variant for b in m.builds_of(name) if b.variant} for name in m.frameworks.names}
 
 # --------------------------------------------------------------------------- the search
 
@@ -41,8 +46,8 @@ class Resolver:
 
     def __init__(self, m: Matrix, request: Request):
         self.m, self.req = m, request
-        self.wants, self.others = split_requirements(request.requirements, jax_extras(m))
-        self.env = Chooser(m, request)
+        self.wants, self.others = m.frameworks.split(request.requirements, known_variants(m))
+        self.env = Chooser(m, request, self.wants)
         self.problems: list[Problem] = []
 
     def _note(self, kind: str, text: str, build: Build | None = None, other: Build | None = None):
@@ -74,17 +79,16 @@ class Resolver:
         return ok
 
     def _with_companions(self, framework: str, builds: list[Build]) -> list[Build]:
-        if framework != "torch":
-            return builds
-        for name in COMPANIONS:
+        fw = self.m.frameworks.get(framework)
+        for name in fw.companions if fw else ():
             if name not in self.wants:
                 continue
             want = self.wants[name]
             releases = [c for c in self.m.companions_of(name) if Version(c.version) in want.spec]
             kept = [b for b in builds if self.companion_for(name, b, releases) is not None]
             if not kept:
-                pins = ", ".join(f"{c.version}→torch{c.torch}" for c in releases[:4]) or "none match"
-                self._note("companion", f"{want.describe()} pairs with no candidate torch release ({pins})")
+                pins = ", ".join(f"{c.version}→{framework}{c.pin}" for c in releases[:4]) or "none match"
+                self._note("companion", f"{want.describe()} pairs with no candidate {framework} release ({pins})")
             builds = kept
         return builds
 
@@ -92,8 +96,8 @@ class Resolver:
         if releases is None:
             want = self.wants[name]
             releases = [c for c in self.m.companions_of(name) if Version(c.version) in want.spec]
-        fits = [c for c in releases if c.torch is None or Version(build.version) in SpecifierSet(c.torch)]
-        pinned = [c for c in fits if c.torch is not None]
+        fits = [c for c in releases if c.pin is None or Version(build.version) in SpecifierSet(c.pin)]
+        pinned = [c for c in fits if c.pin is not None]
         return max(pinned or fits, key=lambda c: Version(c.version), default=None)
 
     # ---- preference order
@@ -125,7 +129,7 @@ class Resolver:
         return out
 
     def resolve(self) -> Stack:
-        frameworks = [f for f in FRAMEWORKS if f in self.wants]
+        frameworks = [f for f in self.m.frameworks.names if f in self.wants]
         if not frameworks:
             return self._finish(self.env.plain_stack(self.others), [])
         per = {}
@@ -147,12 +151,12 @@ class Resolver:
         raise self._unsatisfiable()
 
     def _companions(self, combo) -> list[tuple[str, str, Build]]:
-        torch = next((b for b in combo if b.framework == "torch"), None)
         out = []
-        for name in COMPANIONS:
-            if name in self.wants and torch is not None:
-                c = self.companion_for(name, torch)
-                out.append((name, c.version, torch))
+        for name, fw in self.m.frameworks.companions.items():
+            build = next((b for b in combo if b.framework == fw.name), None)
+            if name in self.wants and build is not None:
+                c = self.companion_for(name, build)
+                out.append((name, c.version, build))
         return out
 
     # ---- rule 3: one environment
@@ -254,23 +258,24 @@ def pair_conflict(m: Matrix, a: Build, b: Build) -> tuple[str, str] | None:
 
 def resolve(m: Matrix, request: Request) -> Stack:
     """Resolve, and when that fails, add ways out (what relaxing one constraint would give)."""
+    resolver = Resolver(m, request)
     try:
-        return Resolver(m, request).resolve()
+        return resolver.resolve()
     except Unsatisfiable as exc:
-        exc.reasons += ways_out(m, request)
+        exc.reasons += ways_out(m, request, resolver.wants)
         raise
 
 
-def ways_out(m: Matrix, request: Request) -> list[str]:
+def ways_out(m: Matrix, request: Request, wants=None) -> list[str]:
     """Re-resolve with one constraint relaxed; each success is a suggestion."""
     tries = []
     if request.driver is not None:
         for driver in _driver_upgrades(m, request.driver):
             tries.append(("driver", replace(request, driver=driver)))
-    wants, others = split_requirements(request.requirements)
+    wants = wants if wants is not None else m.frameworks.split(request.requirements)[0]
     pinned = [w for w in wants.values() if str(w.spec) or w.variant]
     for w in pinned:
-        loosened = tuple(r for r in request.requirements if not _is_for(r, w.name)) + (w.name,)
+        loosened = tuple(r for r in request.requirements if not _is_for(m, r, w.name)) + (w.name,)
         tries.append((f"requirement:{w.name}", replace(request, requirements=loosened)))
     if request.cuda:
         tries.append(("cuda", replace(request, cuda=None)))
@@ -299,11 +304,12 @@ def _driver_upgrades(m: Matrix, current: DriverVersion) -> list[DriverVersion]:
     return sorted(drivers)
 
 
-def _is_for(requirement: str, name: str) -> bool:
+def _is_for(m: Matrix, requirement: str, name: str) -> bool:
     from packaging.requirements import Requirement
 
-    n = canonicalize_name(Requirement(requirement).name)
-    return n == name or (name == "jax" and n == "jaxlib")
+    n = Requirement(requirement).name
+    fw = m.frameworks.get(n)
+    return (fw.name if fw else canonicalize_name(n)) == name
 
 
 def _suggest(what: str, stack: Stack, request: Request) -> str:

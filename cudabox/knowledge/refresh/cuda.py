@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import copy
 
-from packaging.version import Version
+from .reader import Planner, as_version, section, series_of
 
-from .reader import as_version, CUDNN_PROJECTS, Planner, section, series_of
+
+def cudnn_wheels(work: dict) -> dict[str, str]:
+    """The nvidia-cudnn wheel of each CUDA major -> the tag cudnn.yaml's wheels lists use (cuda.yaml)."""
+    return {m["cudnn_wheel"]: m["tag"] for m in section(work["cuda"], "majors") if m.get("cudnn_wheel")}
 
 
 def _exact_cudnn_pins(work: dict) -> set[str]:
@@ -38,12 +41,13 @@ def cudnn(p: Planner, everything: bool) -> None:
     if not (everything or needed):
         return
     wheels: dict[str, list[str]] = {}
-    for project in CUDNN_PROJECTS:
+    projects = cudnn_wheels(p.work)
+    for project, tag in projects.items():
         for rel in p.r.releases(project).values():
             if not rel.yanked and rel.wheel:
-                wheels.setdefault(rel.version, []).append(project.rsplit("-", 1)[1])
+                wheels.setdefault(rel.version, []).append(tag)
     targets = sorted(set(wheels) if everything else needed, key=as_version)
-    urls = [p.r.url(project) for project in CUDNN_PROJECTS]
+    urls = [p.r.url(project) for project in projects]
     touched: dict[str, dict] = {}
     for version in targets:
         series = series_of(version)

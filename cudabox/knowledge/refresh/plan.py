@@ -1,22 +1,48 @@
-"""The refresh plan: every subject's changes, torch before its companions, cuDNN and CUDA last."""
+"""The refresh plan: every subject's changes, each framework before its companions, cuDNN and CUDA last."""
 
 from __future__ import annotations
 
+from ...errors import InputError
+from ..overlay import declared
 from ..pypi import Client
 from . import cuda, frameworks as fw
-from .reader import FRAMEWORKS, Plan, Planner, Reader, plain, projects_for
+from .reader import Plan, Planner, Reader, plain, projects_for
+
+# The frameworks whose PyPI metadata refresh can read: each project states its CUDA pins its own way
+# (torch's nvidia-* Requires-Dist and download.pytorch.org, tensorflow[and-cuda], jax's plugins), so
+# each needs a reader here. A framework frameworks.yaml declares without one is kept by hand.
+READERS = {"torch": fw.torch, "tensorflow": fw.tensorflow, "jax": fw.jax}
+LAST = ("cudnn", "cuda")  # they serve the frameworks' pins
 
 
-def plan(client: Client, docs: dict, frameworks=FRAMEWORKS, *, progress=None) -> Plan:
-    """Compare PyPI with the current matrix documents; the changes that would bring it up to date."""
+def refreshable(docs: dict) -> tuple[str, ...]:
+    """What `--framework` accepts, in refresh order: frameworks with a reader and their companions, then cuDNN, CUDA."""
+    out = []
+    for name, _, companions in declared(docs["frameworks"]):
+        if name in READERS:
+            out += [name, *companions]
+    return (*out, *LAST)
+
+
+def plan(client: Client, docs: dict, frameworks=None, *, progress=None) -> Plan:
+    """Compare PyPI with the current matrix documents; the changes that would bring it up to date.
+
+    `frameworks`: the subjects to refresh (see `refreshable`); None: all of them.
+    """
+    known = refreshable(docs)
+    unknown = [f for f in frameworks or () if f not in known]
+    if unknown:
+        raise InputError(f"--framework {unknown[0]}: refresh reads {', '.join(known)}")
+    selected = [f for f in known if frameworks is None or f in set(frameworks)]
+    companions = {c: name for name, _, cs in declared(docs["frameworks"]) for c in cs}
     p = Planner(Reader(client, progress, workers=32), docs)
-    selected = [f for f in FRAMEWORKS if f in set(frameworks)]
-    p.r.prefetch(projects_for(selected))  # every project JSON, then every METADATA, in one parallel pass
+    p.plan.cudnn_projects = tuple(cuda.cudnn_wheels(p.work))
+    p.r.prefetch(projects_for(selected, p.plan.cudnn_projects))  # every project JSON, then every METADATA, in one pass
     fw.prefetch(p, selected)
     for name in selected:  # torch before its companions; cuDNN and CUDA last (they serve the pins)
-        if name in ("torch", "tensorflow", "jax"):
-            getattr(fw, name)(p)
-        elif name in ("torchvision", "torchaudio"):
+        if name in READERS:
+            READERS[name](p)
+        elif name in companions:
             fw.companions(p, name)
     cuda.cudnn(p, everything="cudnn" in selected)
     cuda.cuda(p, everything="cuda" in selected)

@@ -29,9 +29,7 @@ from packaging.version import InvalidVersion, Version
 from ...errors import EnvironmentProblem, InputError
 from ..pypi import Client, Metadata
 
-FRAMEWORKS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax", "cudnn", "cuda")
 PYTORCH_INDEX = "https://download.pytorch.org/whl/torch/"
-CUDNN_PROJECTS = ("nvidia-cudnn-cu11", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13")
 _LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
           "python_version": "3.12", "python_full_version": "3.12.0", "implementation_name": "cpython",
           "platform_python_implementation": "CPython"}
@@ -319,10 +317,11 @@ class Plan:
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     uploaded: dict = field(default_factory=dict)  # (PyPI project, version) -> first upload date
+    cudnn_projects: tuple[str, ...] = ()  # the nvidia-cudnn wheel of each CUDA major (cuda.yaml)
 
     def first_upload(self, change: Change, version: str) -> str | None:
         """When PyPI first published `version` of what `change` is about (None: unknown)."""
-        projects = {"cudnn": CUDNN_PROJECTS, "cuda": ("cuda-toolkit",)}.get(
+        projects = {"cudnn": self.cudnn_projects, "cuda": ("cuda-toolkit",)}.get(
             change.subject, (change.section.split(".")[-1] if "." in change.section else change.subject,))
         dates = [d for (name, v), d in self.uploaded.items() if d and name in projects
                  and (v == version or (change.subject == "cuda" and v.startswith(version + ".")))]
@@ -384,18 +383,20 @@ class Planner:
         self.plan.notes.append(text)
 
 
-def projects_for(selected) -> list[str]:
+def projects_for(selected, cudnn_projects=()) -> list[str]:
     """The PyPI projects a refresh of `selected` reads (cuDNN and CUDA are always followed)."""
     names = [n for n in selected if n not in ("cudnn", "cuda")]
     if "jax" in selected:
         names += ["jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin"]
-    return names + list(CUDNN_PROJECTS) + ["cuda-toolkit"]
+    return names + list(cudnn_projects) + ["cuda-toolkit"]
 
 
-def newer_releases(client: Client, docs: dict, names=("torch", "tensorflow", "jax")) -> dict[str, list[Release]]:
+def newer_releases(client: Client, docs: dict, names=None) -> dict[str, list[Release]]:
     """Releases on PyPI newer than the newest the matrix knows, per framework (project JSON only: fast)."""
+    from ..overlay import declared
+
     out = {}
-    for name in names:
+    for name in names or [name for name, _, _ in declared(docs["frameworks"])]:
         known = [v for rec in plain(docs[name]).get("releases") or () for v in rec.get("versions") or ()]
         newest = max((as_version(v) for v in known), default=as_version("0"))
         out[name] = [r for r in releases(client.project(name)).values() if as_version(r.version) > newest and not r.yanked]

@@ -266,6 +266,10 @@ def current_docs(into: Path | None, project_dir: Path | None) -> dict:
         path = bundled / f"{subject}.yaml"
         docs[subject] = load_yaml(path)
         overlay.tag_origin(docs[subject], display_path(path))
+    for subject in overlay.subjects(docs)[len(overlay.SUBJECTS):]:  # the frameworks frameworks.yaml declares
+        path = bundled / f"{subject}.yaml"
+        docs[subject] = load_yaml(path) if path.is_file() else Node()
+        overlay.tag_origin(docs[subject], display_path(path))
     return docs
 
 
@@ -317,7 +321,7 @@ def validate(texts: dict[str, str], directory: Path, docs: dict) -> Matrix:
         shown = display_path(directory / f"{subject}.yaml")
         over = load_yaml(Path(shown), text)
         overlay.tag_origin(over, shown)
-        overlay.merge(merged[subject], over, subject, shown)
+        overlay.merge(merged[subject], over, subject, shown, overlay.identity(subject, merged))
     try:
         m = _typed(merged)
     except CudaboxError as exc:
