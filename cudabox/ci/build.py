@@ -12,7 +12,6 @@ their reports are merged when the array ends.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import socket
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from .workflow import CatalogImage
 from ..errors import EnvironmentProblem, InputError
+from ..trust import ca_bundle
 
 OK = ("passed", "passed-without-gpu")
 
@@ -265,8 +265,6 @@ def run_on_slurm(images: list[CatalogImage], root: Path, out_dir: Path, *, poll:
 
 
 def default_ca_cert(flag: str | None) -> str | None:
-    """--ca-cert, else CUDABOX_CA_CERT: the bundle builds use to reach PyPI through a TLS-intercepting proxy."""
-    value = flag or os.environ.get("CUDABOX_CA_CERT")
-    if value and not Path(value).is_file():
-        raise InputError(f"--ca-cert {value}: no such file")
-    return str(Path(value).resolve()) if value else None
+    """The bundle catalog builds use to reach PyPI through a TLS-intercepting proxy (trust.ca_bundle)."""
+    found = ca_bundle(flag)
+    return str(found[0]) if found else None
