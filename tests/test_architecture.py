@@ -135,6 +135,32 @@ def test_no_import_cycles():
     assert not found, "\n".join(found)
 
 
+# One door per outside system: its client library is imported by that module only.
+DOORS = {"docker": "cudabox.engine.docker", "kubernetes": "cudabox.jobs.k8s_run"}
+
+
+def _third_party(source: str) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_one_door_per_outside_system():
+    wrong = []
+    for name, path in MODULES.items():
+        for library in _third_party(path.read_text(encoding="utf-8")) & set(DOORS):
+            if name != DOORS[library]:
+                wrong.append(f"{name} imports {library} (only {DOORS[library]} may)")
+        for target, _, line in EDGES[name]:
+            if target == "cudabox.engine.docker" and not name.startswith("cudabox.engine"):
+                wrong.append(f"{name}:{line} imports the Docker implementation; use cudabox.engine's interface")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_checks_catch_what_they_claim():
     """Each rule fails on a made-up module that breaks it (lazy imports included)."""
     bad = {

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import paths
 from ..engine.buildlog import BuildLog, Display
-from ..engine.docker import BuildError, BuildRequest, Engine
+from ..engine import BuildError, BuildRequest, Engine, connect, context_files
 from ..errors import CheckFailed, EnvironmentProblem
 from ..files import write_atomic
 from ..lock.lockfile import Lock, check_lock, read_lock
@@ -98,7 +98,7 @@ def ensure_image(project_dir=".", *, lock: Lock | None = None, plain: bool = Fal
     if lock is None:
         check_lock(project_dir)
         lock = read_lock(project_dir)
-    engine = engine or Engine.connect(docker)
+    engine = engine or connect(docker)
     from ..knowledge.loader import load
 
     matrix = load(project_dir)
@@ -139,7 +139,7 @@ def build_stack(stack: Stack, *, matrix=None, plain: bool = False, no_cache: boo
                 push: str | None = None, docker: str | None = None, engine: Engine | None = None) -> BuiltImage:
     """A bare stack (a catalog image): built in its own context under the user cache dir."""
     started = time.monotonic()
-    engine = engine or Engine.connect(docker)
+    engine = engine or connect(docker)
     if matrix is None:
         from ..knowledge.loader import load
 
@@ -328,10 +328,8 @@ def _patterns(ignore_text: str) -> list[str]:
 def context_fingerprint(context: Path, ignore: list[str], dockerfile: str, *extra: str) -> str:
     """What the project build reads: every file the ignore rules let through (path, mode, size, mtime),
     plus `extra` (stack image ID, Dockerfile). Unchanged -> the existing image is reused, no build runs."""
-    from docker.utils.build import exclude_paths
-
     digest = hashlib.sha256(json.dumps([dockerfile, *extra]).encode())
-    for rel in sorted(exclude_paths(str(context), list(ignore), dockerfile=dockerfile)):
+    for rel in sorted(context_files(context, list(ignore), dockerfile)):
         try:
             st = os.lstat(context / rel)
         except OSError:
