@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cudabox"
 # The stages in pipeline order. A module may import its own stage and earlier ones only.
 # `base` is what every stage shares; `doors` are the ways out to the host's driver and the Docker engine.
 STAGES = [
-    ("base", ("cudabox", "cudabox.errors", "cudabox.files", "cudabox.paths")),
+    ("base", ("cudabox", "cudabox.errors", "cudabox.files", "cudabox.paths", "cudabox.trust")),
     ("doors", ("cudabox.host", "cudabox.engine")),
     ("knowledge", ("cudabox.knowledge",)),  # matrix, model, refresh, PyPI client
     ("project", ("cudabox.project",)),  # init: cudabox.yaml, detection
@@ -133,6 +133,32 @@ def test_no_private_names_from_other_modules():
 def test_no_import_cycles():
     found = cycles(EDGES)
     assert not found, "\n".join(found)
+
+
+# One door per outside system: its client library is imported by that module only.
+DOORS = {"docker": "cudabox.engine.docker", "kubernetes": "cudabox.jobs.k8s_run"}
+
+
+def _third_party(source: str) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_one_door_per_outside_system():
+    wrong = []
+    for name, path in MODULES.items():
+        for library in _third_party(path.read_text(encoding="utf-8")) & set(DOORS):
+            if name != DOORS[library]:
+                wrong.append(f"{name} imports {library} (only {DOORS[library]} may)")
+        for target, _, line in EDGES[name]:
+            if target == "cudabox.engine.docker" and not name.startswith("cudabox.engine"):
+                wrong.append(f"{name}:{line} imports the Docker implementation; use cudabox.engine's interface")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_the_checks_catch_what_they_claim():

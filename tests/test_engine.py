@@ -257,7 +257,7 @@ def test_ca_certificate_precedence_and_checks(tmp_path, monkeypatch):
 
 def test_report_from_smoke_output():
     from cudabox.image import validate
-    from cudabox.engine.docker import GpuAccess
+    from cudabox.engine import GpuAccess
 
     smoke = ('{"schema": "cudabox.smoke/v1", "status": "passed-without-gpu", "python": "3.11.2", '
              '"targets": ["sm_120"], '

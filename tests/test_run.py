@@ -109,12 +109,16 @@ def test_preflight_names_the_driver_needed(matrix):
 
 
 def test_gpu_port_env_volume_parsing(tmp_path):
+    from cudabox.engine import GpuAccess
+    from cudabox.engine.docker import device_requests
     from cudabox.jobs.run import RunOptions, parse_env, parse_gpus, parse_ports, parse_volume
 
-    assert parse_gpus("none") == []
-    assert parse_gpus("all")[0]["Count"] == -1
-    assert parse_gpus("0,2")[0]["DeviceIDs"] == ["0", "2"]
-    assert parse_gpus("GPU-1a2b3c4d-0000-1111-2222-333344445555")[0]["DeviceIDs"][0].startswith("GPU-")
+    assert parse_gpus("none") == () and device_requests(parse_gpus("none")) == []
+    assert device_requests(parse_gpus("all"))[0]["Count"] == -1
+    assert device_requests(parse_gpus("0,2"))[0]["DeviceIDs"] == ["0", "2"]
+    assert device_requests(parse_gpus("GPU-1a2b3c4d-0000-1111-2222-333344445555"))[0]["DeviceIDs"][0].startswith("GPU-")
+    cdi = device_requests(parse_gpus("0,2"), GpuAccess("cdi", "CDI"))[0]
+    assert cdi["Driver"] == "cdi" and cdi["DeviceIDs"] == ["nvidia.com/gpu=0", "nvidia.com/gpu=2"]
     with pytest.raises(InputError, match="not a GPU index"):
         parse_gpus("2 GPUs")
     assert parse_ports(["8888", "127.0.0.1:6006:6006", "9000:9000/udp"]) == (

@@ -12,7 +12,6 @@ their reports are merged when the array ends.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import socket
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from .workflow import CatalogImage
 from ..errors import EnvironmentProblem, InputError
+from ..trust import ca_bundle
 
 OK = ("passed", "passed-without-gpu")
 
@@ -56,7 +56,7 @@ def build_one(engine, root: Path, image: CatalogImage, *, ca_cert: str | None = 
               registry: str = "cudabox", validate: bool = True) -> Result:
     """Build one catalog image from its Dockerfile, tag it REGISTRY/framework:tag, validate it."""
     from ..image import validate as validate_mod
-    from ..engine.docker import BuildError, BuildRequest
+    from ..engine import BuildError, BuildRequest
 
     req = BuildRequest(context=Path(root), dockerfile=f"{image.path}/Dockerfile", target="stack",
                        secrets={"ca_cert": ca_cert} if ca_cert else {}, no_cache=no_cache)
@@ -86,11 +86,11 @@ def build_one(engine, root: Path, image: CatalogImage, *, ca_cert: str | None = 
 def build_all(images: list[CatalogImage], root: Path, *, parallel: int = 1, ca_cert: str | None = None,
               no_cache: bool = False, registry: str = "cudabox", validate: bool = True, engine=None) -> list[Result]:
     """Build (and validate) every image, `parallel` at a time; a failure never stops the others."""
-    from ..engine.docker import Engine
+    from ..engine import connect
 
     if parallel < 1:
         raise InputError("--parallel: must be >= 1")
-    engine = engine or Engine.connect()
+    engine = engine or connect()
     if not engine.builder.buildkit:  # catalog Dockerfiles use RUN --mount (caches, the CA secret)
         raise EnvironmentProblem(f"the catalog needs BuildKit; {engine.builder.why}",
                                  hint="install docker-buildx, or use a docker CLI < 23 with DOCKER_BUILDKIT=1")
@@ -265,8 +265,6 @@ def run_on_slurm(images: list[CatalogImage], root: Path, out_dir: Path, *, poll:
 
 
 def default_ca_cert(flag: str | None) -> str | None:
-    """--ca-cert, else CUDABOX_CA_CERT: the bundle builds use to reach PyPI through a TLS-intercepting proxy."""
-    value = flag or os.environ.get("CUDABOX_CA_CERT")
-    if value and not Path(value).is_file():
-        raise InputError(f"--ca-cert {value}: no such file")
-    return str(Path(value).resolve()) if value else None
+    """The bundle catalog builds use to reach PyPI through a TLS-intercepting proxy (trust.ca_bundle)."""
+    found = ca_bundle(flag)
+    return str(found[0]) if found else None

@@ -98,11 +98,11 @@ def validate(
 @images_app.command("ls")
 def images_ls(json: bool = JSON):
     """List the cudabox images in the Docker engine (stacks and projects) with their last validation."""
-    from ..engine.docker import Engine
+    from ..engine import connect
     from ..image.validate import list_images
 
     output.use_json(json)
-    rows = list_images(Engine.connect())
+    rows = list_images(connect())
     if json:
         output.emit_json({"images": rows})
         return

@@ -242,10 +242,11 @@ def fleet_plan(inventory: Path = typer.Option(..., "--inventory", "-i", metavar=
 def _fleet_request(project: Path, m, with_, python, cuda):
     from dataclasses import replace
 
-    from ..resolve.request import Request, parse_cli_values, request_from_spec
+    from ..knowledge.values import flag_values
+    from ..resolve.request import Request, request_from_spec
     from ..project.spec import load_spec, spec_from_flags
 
-    values = parse_cli_values(python=python, cuda=cuda, cudnn=None, driver=None)
+    values = flag_values(python=python, cuda=cuda)
     if with_:
         return request_from_spec(spec_from_flags(project, list(with_), **values), m)
     if (Path(project) / "cudabox.yaml").exists():

@@ -22,8 +22,8 @@ def refresh(
         help="Write into DIR instead of the user overlay ($XDG_CONFIG_HOME/cudabox/matrices); "
              "maintainers: --into matrices/."),
     ca_cert: Path = typer.Option(
-        None, "--ca-cert", metavar="PEM", help="Trust this CA bundle for HTTPS (default: $SSL_CERT_FILE, else the "
-                                               "system store)."),
+        None, "--ca-cert", metavar="PEM", help="Trust this CA bundle for HTTPS (default: $CUDABOX_CA_CERT, "
+                                               "else $SSL_CERT_FILE, else the system store)."),
     offline: bool = typer.Option(False, "--offline", help="Use only the cache from earlier runs; no network."),
     json: bool = typer.Option(False, "--json", help="Print the diff as JSON for scripts."),
     project: Path = PROJECT,

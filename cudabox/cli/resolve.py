@@ -28,17 +28,11 @@ DIRECTORY = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Proj
 
 
 def _spec(directory: Path, with_: list[str] | None, **flags):
-    from ..resolve.request import parse_cli_values
-    from ..project.spec import FLAVOURS, load_spec, spec_from_flags
+    from ..knowledge.values import flag_values
+    from ..project.spec import load_spec, spec_from_flags
 
-    values = parse_cli_values(python=flags["python"], cuda=flags["cuda"], cudnn=flags["cudnn"],
-                              driver=flags["driver"])
-    if flags["flavour"] is not None:
-        if flags["flavour"] not in FLAVOURS:
-            from ..errors import InputError
-
-            raise InputError(f"--flavour: {flags['flavour']!r}: expected one of {', '.join(FLAVOURS)}")
-        values["flavour"] = flags["flavour"]
+    values = flag_values(python=flags["python"], cuda=flags["cuda"], cudnn=flags["cudnn"], driver=flags["driver"],
+                         flavour_=flags["flavour"])
     if flags["gpu"]:
         values["gpus"] = tuple(flags["gpu"])
     if flags["forward"]:

@@ -103,7 +103,7 @@ def exec_(job: str = typer.Argument(..., metavar="NAME", help="A running job (cu
     """Run CMD inside a running job (as the job's user); exits with CMD's exit code."""
     import sys
 
-    from ..jobs.run import RunOptions, client, parse_env
+    from ..jobs.run import RunOptions, engine, parse_env
     from ..jobs.run_io import exec_in
 
     command = list(command or [])[1:] if (command or [None])[0] == "--" else list(command or [])
@@ -112,17 +112,17 @@ def exec_(job: str = typer.Argument(..., metavar="NAME", help="A running job (cu
                                  param_hint="CMD")
     tty = sys.stdin.isatty() and sys.stdout.isatty() if tty is None else tty
     extra = parse_env(RunOptions(env=list(env or [])), environ={})
-    raise typer.Exit(exec_in(client().api, job, list(command), tty=tty, stdin=interactive or tty, env=extra))
+    raise typer.Exit(exec_in(engine(), job, list(command), tty=tty, stdin=interactive or tty, env=extra))
 
 
 @app.command()
 def ps(all_: bool = typer.Option(False, "--all", "-a", help="Include jobs that have ended."), json: bool = JSON):
     """List cudabox jobs (containers with the io.cudabox.run label)."""
-    from ..jobs.run import client
+    from ..jobs.run import engine
     from ..jobs.run_io import jobs
 
     output.use_json(json)
-    rows = jobs(client().api, all_=all_)
+    rows = jobs(engine(), all_=all_)
     if json:
         output.emit_json({"jobs": rows})
         return
@@ -136,22 +136,22 @@ def logs(job: str = typer.Argument(..., metavar="NAME"),
          follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the job writes."),
          tail: str = typer.Option("all", "--tail", metavar="N", help="Only the last N lines.")):
     """Print a job's output (stdout to stdout, stderr to stderr)."""
-    from ..jobs.run import client
+    from ..jobs.run import engine
     from ..jobs.run_io import logs as job_logs
 
-    job_logs(client().api, job, follow=follow, tail=tail)
+    job_logs(engine(), job, follow=follow, tail=tail)
 
 
 @app.command()
 def stop(jobs_: list[str] = typer.Argument(..., metavar="NAME..."), keep: bool = KEEP,
          time: int = typer.Option(10, "--time", "-t", metavar="SECONDS", help="Seconds between SIGTERM and SIGKILL.")):
     """Stop jobs (SIGTERM, then SIGKILL) and remove their containers."""
-    from ..jobs.run import client
+    from ..jobs.run import engine
     from ..jobs.run_io import stop as stop_job
 
-    api = client().api
+    eng = engine()
     for job in jobs_:
-        print(stop_job(api, job, keep=keep, timeout=time))
+        print(stop_job(eng, job, keep=keep, timeout=time))
 
 
 @app.command()

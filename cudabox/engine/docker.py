@@ -1,4 +1,4 @@
-"""The one place that talks to a Docker engine (model: repo2docker's ContainerEngine).
+"""The Docker implementation of engine.interface.Engine (model: repo2docker's ContainerEngine).
 
 Images, containers and the legacy builder go through the docker SDK. BuildKit
 builds (cache mounts, build secrets) need a client session that the SDK
@@ -15,12 +15,24 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .buildlog import ERROR, BuildLog, Event, PlainParser, StreamParser
 from ..errors import CheckFailed, EnvironmentProblem, InputError
+from .buildlog import ERROR, BuildLog, Event, PlainParser, StreamParser
+from .interface import (
+    STDERR,
+    STDOUT,
+    BuildError,
+    BuildRequest,
+    Container,
+    ContainerSpec,
+    EngineError,
+    GpuAccess,
+    NoSuchContainer,
+    RunResult,
+)
 
 DOCKER_ENV = "CUDABOX_DOCKER"  # the docker CLI to use (a path or a name on PATH)
 BUILDER_ENV = "CUDABOX_BUILDER"  # force a builder: buildx | buildkit | legacy
@@ -116,44 +128,6 @@ def choose_builder(docker: str | None = None, *, env=None, probe=probe_cli, cand
                                  "through the Docker API (no cache mounts, no build secrets)")
 
 
-@dataclass
-class BuildRequest:
-    context: Path
-    dockerfile: str  # relative to the context
-    target: str
-    ignore: list[str] = field(default_factory=list)  # .dockerignore patterns (the CLI reads them from a file)
-    secrets: dict[str, str] = field(default_factory=dict)  # id -> file (BuildKit only)
-    labels: dict[str, str] = field(default_factory=dict)
-    no_cache: bool = False
-    platform: str | None = None
-
-
-class BuildError(Exception):
-    """A build that failed; `log` holds the steps and the output needed to say where and why."""
-
-    def __init__(self, log: BuildLog):
-        super().__init__("build failed")
-        self.log = log
-
-
-@dataclass(frozen=True)
-class GpuAccess:
-    request: object | None  # a docker.types.DeviceRequest, or None: no GPU for containers
-    how: str = ""
-    reason: str = ""  # why there is none
-
-    @property
-    def available(self) -> bool:
-        return self.request is not None
-
-
-@dataclass(frozen=True)
-class RunResult:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-
 def _unreachable(exc) -> EnvironmentProblem:
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     text = str(exc)
@@ -165,8 +139,60 @@ def _unreachable(exc) -> EnvironmentProblem:
                                    "checkout) or point DOCKER_HOST at one")
 
 
-class Engine:
-    """A connected engine plus the builder to use with it."""
+def device_requests(gpus, access: GpuAccess | None = None) -> list:
+    """("all",) | device indexes/UUIDs -> the Engine API's DeviceRequests, in the form this engine
+    takes (--gpus style, or CDI device names nvidia.com/gpu=0)."""
+    from docker.types import DeviceRequest
+
+    ids = list(gpus)
+    if not ids:
+        return []
+    if access is not None and access.kind == "cdi":
+        return [DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={i}" for i in ids])]
+    if ids == ["all"]:
+        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+
+
+def context_files(context: Path, ignore: list[str], dockerfile: str) -> set[str]:
+    """The files of `context` a build sends under .dockerignore patterns (the SDK's matcher)."""
+    from docker.utils.build import exclude_paths
+
+    return exclude_paths(str(context), list(ignore), dockerfile=dockerfile)
+
+
+def _engine_error(exc) -> EngineError:
+    import docker as sdk
+
+    kind = NoSuchContainer if isinstance(exc, sdk.errors.NotFound) else EngineError
+    return kind(str(getattr(exc, "explanation", None) or exc), getattr(exc, "status_code", None))
+
+
+class _Attachment:
+    """A hijacked Engine API socket: multiplexed frames out (unless TTY), raw bytes in."""
+
+    def __init__(self, sock, tty: bool):
+        self.sock, self.tty = sock, tty
+        self.raw = getattr(sock, "_sock", sock)
+        self.raw.settimeout(None)  # a quiet job may say nothing for hours
+
+    def frames(self):
+        from docker.utils.socket import STDERR as SDK_STDERR, frames_iter
+
+        for stream, data in frames_iter(self.sock, self.tty):
+            yield (STDERR if stream == SDK_STDERR else STDOUT), data
+
+    def send(self, data: bytes) -> None:
+        self.raw.sendall(data)
+
+    def close_input(self) -> None:
+        import socket
+
+        self.raw.shutdown(socket.SHUT_WR)
+
+
+class DockerEngine:
+    """A connected Docker engine plus the builder to use with it."""
 
     def __init__(self, client, docker: str | None = None):
         self.client = client
@@ -174,7 +200,7 @@ class Engine:
         self._builder: Builder | None = None
 
     @classmethod
-    def connect(cls, docker: str | None = None) -> "Engine":
+    def connect(cls, docker: str | None = None) -> "DockerEngine":
         import docker as sdk
 
         try:
@@ -189,6 +215,10 @@ class Engine:
         if self._builder is None:
             self._builder = choose_builder(self._docker)
         return self._builder
+
+    def describe(self) -> str:
+        version = self.client.version()
+        return f"Docker Engine {version.get('Version')} (API {version.get('ApiVersion')})"
 
     def native_platform(self) -> str:
         info = self.client.info()
@@ -338,23 +368,18 @@ class Engine:
     def gpu_access(self) -> GpuAccess:
         """How containers get GPUs here: the engine's nvidia runtime, a CDI spec, or the toolkit's hook;
         otherwise none, and why (said in one line, with what to install)."""
-        from docker.types import DeviceRequest
-
         info = self.client.info()
         runtimes = sorted((info.get("Runtimes") or {}).keys())
         if "nvidia" in runtimes:
-            return GpuAccess(DeviceRequest(count=-1, capabilities=[["gpu"]]),
-                             "the engine's nvidia runtime (--gpus all)")
+            return GpuAccess("gpus", "the engine's nvidia runtime (--gpus all)")
         local = os.environ.get("DOCKER_HOST", "unix://").startswith("unix://")
         if "CDISpecDirs" in info and local:  # engines that read CDI specs (25+) say where
             for directory in info.get("CDISpecDirs") or CDI_DIRS:
                 for spec in sorted(Path(directory).glob("*")) if Path(directory).is_dir() else []:
                     if spec.suffix in (".json", ".yaml", ".yml") and "nvidia.com/gpu" in _read(spec):
-                        return GpuAccess(DeviceRequest(driver="cdi", device_ids=["nvidia.com/gpu=all"]),
-                                         f"CDI ({spec})")
+                        return GpuAccess("cdi", f"CDI ({spec})")
         if local and shutil.which("nvidia-container-runtime-hook"):
-            return GpuAccess(DeviceRequest(count=-1, capabilities=[["gpu"]]),
-                             "the NVIDIA container toolkit's hook (--gpus all)")
+            return GpuAccess("gpus", "the NVIDIA container toolkit's hook (--gpus all)")
         listed = ", ".join(runtimes) or "-"
         return GpuAccess(None, reason=f"the Docker engine has no NVIDIA runtime (runtimes: {listed}; "
                                       "no CDI spec for nvidia.com/gpu): install the NVIDIA Container Toolkit for the "
@@ -366,10 +391,16 @@ class Engine:
         started and always removed here (the SDK's remove=True leaves a Created container when start fails)."""
         import docker as sdk
 
-        kwargs = {"device_requests": [gpus.request]} if gpus and gpus.available else {}
-        container = self.client.containers.create(image, command, detach=True, environment=environment, **kwargs)
+        kwargs = {"device_requests": device_requests(("all",), gpus)} if gpus and gpus.available else {}
         try:
-            container.start()
+            container = self.client.containers.create(image, command, detach=True, environment=environment, **kwargs)
+        except sdk.errors.APIError as exc:
+            raise _engine_error(exc) from None
+        try:
+            try:
+                container.start()
+            except sdk.errors.APIError as exc:
+                raise _engine_error(exc) from None
             try:
                 status = container.wait(timeout=timeout)
             except Exception:  # noqa: BLE001 - requests' ReadTimeout/ConnectionError
@@ -382,6 +413,110 @@ class Engine:
                 container.remove(force=True)
             except sdk.errors.APIError:
                 pass
+
+
+    # ----------------------------------------------------------------- containers of jobs
+
+    def create(self, spec: ContainerSpec, gpus: GpuAccess | None = None) -> str:
+        import docker as sdk
+        from docker.types import Ulimit
+
+        api = self.client.api
+        ports = [(int(k.split("/")[0]), k.split("/")[1]) for k in spec.ports]
+        host = dict(binds=list(spec.binds), port_bindings=dict(spec.ports) or None, init=spec.init,
+                    device_requests=device_requests(spec.gpus, gpus) or None, ipc_mode=spec.ipc,
+                    shm_size=spec.shm_size, ulimits=[Ulimit(name=n, soft=s, hard=h) for n, s, h in spec.ulimits],
+                    tmpfs=dict(spec.tmpfs) or None)
+        try:
+            return api.create_container(
+                spec.image, command=spec.command or None, user=spec.user, environment=spec.env,
+                working_dir=spec.workdir, labels=spec.labels, name=spec.name, tty=spec.tty, stdin_open=spec.stdin,
+                ports=ports or None, host_config=api.create_host_config(**host))["Id"]
+        except sdk.errors.APIError as exc:
+            raise _engine_error(exc) from None
+
+    def _call(self, method: str, *args, **kwargs):
+        import docker as sdk
+
+        try:
+            return getattr(self.client.api, method)(*args, **kwargs)
+        except sdk.errors.APIError as exc:
+            raise _engine_error(exc) from None
+
+    def start(self, cid: str) -> None:
+        self._call("start", cid)
+
+    def attach(self, cid: str, *, stdin: bool, tty: bool) -> _Attachment:
+        params = {"stdin": int(stdin), "stdout": 1, "stderr": 1, "stream": 1}
+        return _Attachment(self._call("attach_socket", cid, params=params), tty)
+
+    def wait(self, cid: str) -> int:
+        return self._call("wait", cid)["StatusCode"]
+
+    def kill(self, cid: str, signal: str) -> None:
+        self._call("kill", cid, signal=signal)
+
+    def resize(self, cid: str, height: int, width: int) -> None:
+        self._call("resize", cid, height=height, width=width)
+
+    def remove(self, cid: str) -> None:
+        """Remove a container, gone or not (409: its removal is already under way)."""
+        try:
+            self._call("remove_container", cid, force=True)
+        except NoSuchContainer:
+            pass
+        except EngineError as exc:
+            if exc.status != 409:
+                raise
+
+    def stop(self, cid: str, timeout: int = 10) -> None:
+        self._call("stop", cid, timeout=timeout)
+
+    def inspect(self, name: str) -> Container | None:
+        try:
+            info = self._call("inspect_container", name)
+        except NoSuchContainer:
+            return None
+        config, state = info.get("Config") or {}, info.get("State") or {}
+        return Container(id=info["Id"], name=info["Name"].lstrip("/"), labels=config.get("Labels") or {},
+                         tty=bool(config.get("Tty")), running=bool(state.get("Running")),
+                         status=state.get("Status") or "", state=state.get("Status") or "",
+                         image=config.get("Image") or "", command=" ".join(config.get("Cmd") or ()))
+
+    def containers(self, label: str, *, all_: bool = False) -> list[Container]:
+        out = []
+        for c in self._call("containers", all=all_, filters={"label": label}):
+            out.append(Container(id=c["Id"], name=(c.get("Names") or ["?"])[0].lstrip("/"),
+                                 labels=c.get("Labels") or {}, status=c.get("Status") or "",
+                                 state=c.get("State") or "", image=c.get("Image") or "",
+                                 command=c.get("Command") or "", created=c.get("Created")))
+        return out
+
+    def logs(self, cid: str, *, follow: bool = False, tail: str = "all"):
+        """(STDOUT | STDERR, bytes) as the engine sends them; a TTY job's output is one STDOUT stream."""
+        import struct
+
+        api = self.client.api
+        tty = bool((self._call("inspect_container", cid).get("Config") or {}).get("Tty"))
+        params = {"stdout": 1, "stderr": 1, "follow": int(follow), "tail": tail}
+        res = api._get(api._url("/containers/{0}/logs", cid), params=params, stream=True)
+        api._raise_for_status(res)
+        if follow:
+            api._disable_socket_timeout(api._get_raw_response_socket(res))
+        if tty:
+            for chunk in res.iter_content(4096, False):
+                yield STDOUT, chunk
+            return
+        while len(header := res.raw.read(8)) == 8:  # frames: stream id, size, data (chunked HTTP underneath)
+            stream, size = struct.unpack(">BxxxL", header)
+            yield (STDERR if stream == 2 else STDOUT), (res.raw.read(size) if size else b"")
+
+    def exec(self, cid: str, command: list[str], *, stdin: bool, tty: bool, env: dict | None = None):
+        """Start `command` in a running container: (its streams, resize(height=, width=), exit code or None)."""
+        exec_id = self._call("exec_create", cid, command, stdin=stdin, tty=tty, environment=env or None)["Id"]
+        sock = self._call("exec_start", exec_id, socket=True, tty=tty)
+        return (_Attachment(sock, tty), lambda **kw: self._call("exec_resize", exec_id, **kw),
+                lambda: self._call("exec_inspect", exec_id).get("ExitCode"))
 
 
 def _read(path: Path) -> str:

@@ -23,11 +23,12 @@ from pathlib import Path
 
 from .. import paths
 from ..engine.buildlog import BuildLog, Display
-from ..engine.docker import BuildError, BuildRequest, Engine
-from ..errors import CheckFailed, EnvironmentProblem, InputError
-from ..files import display_path, write_atomic
+from ..engine import BuildError, BuildRequest, Engine, connect, context_files
+from ..errors import CheckFailed, EnvironmentProblem
+from ..files import write_atomic
 from ..lock.lockfile import Lock, check_lock, read_lock
 from ..resolve.stack import Stack
+from ..trust import CA_ENV, ca_bundle
 
 STACK_REPO = "cudabox/stack"
 TAG_LEN = 16  # hex digits of a hash in a tag
@@ -35,7 +36,6 @@ SUPPORT_DIR = ".cudabox/build"  # in the build context: smoke.py, expect.json, r
 DOCKERFILE = f"{SUPPORT_DIR}/Dockerfile"  # every stage, standalone (what `cudabox dockerfile` prints)
 PROJECT_DOCKERFILE = f"{SUPPORT_DIR}/project.Dockerfile"  # the project stages on the stack image
 CONTEXT_LABEL = "io.cudabox.context"  # fingerprint of what the project build read: unchanged -> reuse
-CA_ENV = "CUDABOX_CA_CERT"
 INDEX_ENV = {"pip_index_url": "CUDABOX_PIP_INDEX_URL", "pip_extra_index_url": "CUDABOX_PIP_EXTRA_INDEX_URL"}
 
 
@@ -98,7 +98,7 @@ def ensure_image(project_dir=".", *, lock: Lock | None = None, plain: bool = Fal
     if lock is None:
         check_lock(project_dir)
         lock = read_lock(project_dir)
-    engine = engine or Engine.connect(docker)
+    engine = engine or connect(docker)
     from ..knowledge.loader import load
 
     matrix = load(project_dir)
@@ -139,7 +139,7 @@ def build_stack(stack: Stack, *, matrix=None, plain: bool = False, no_cache: boo
                 push: str | None = None, docker: str | None = None, engine: Engine | None = None) -> BuiltImage:
     """A bare stack (a catalog image): built in its own context under the user cache dir."""
     started = time.monotonic()
-    engine = engine or Engine.connect(docker)
+    engine = engine or connect(docker)
     if matrix is None:
         from ..knowledge.loader import load
 
@@ -328,10 +328,8 @@ def _patterns(ignore_text: str) -> list[str]:
 def context_fingerprint(context: Path, ignore: list[str], dockerfile: str, *extra: str) -> str:
     """What the project build reads: every file the ignore rules let through (path, mode, size, mtime),
     plus `extra` (stack image ID, Dockerfile). Unchanged -> the existing image is reused, no build runs."""
-    from docker.utils.build import exclude_paths
-
     digest = hashlib.sha256(json.dumps([dockerfile, *extra]).encode())
-    for rel in sorted(exclude_paths(str(context), list(ignore), dockerfile=dockerfile)):
+    for rel in sorted(context_files(context, list(ignore), dockerfile)):
         try:
             st = os.lstat(context / rel)
         except OSError:
@@ -344,30 +342,13 @@ def context_fingerprint(context: Path, ignore: list[str], dockerfile: str, *extr
 
 
 def resolve_ca_cert(project_dir: Path | None, flag=None) -> tuple[Path, str] | None:
-    """The CA bundle for builds: --ca-cert, else $CUDABOX_CA_CERT, else `ca_cert:` in cudabox.yaml
-    (relative to the project). Returns (path, where it came from), or None."""
-    if flag:
-        return _ca_file(Path(flag), "--ca-cert")
-    if os.environ.get(CA_ENV):
-        return _ca_file(Path(os.environ[CA_ENV]), CA_ENV)
+    """The CA bundle for builds (trust.ca_bundle's rule, with the project's `ca_cert:`)."""
     from ..project.spec import SPEC_FILE, load_spec
 
-    if project_dir is not None and (project_dir / SPEC_FILE).exists():
-        spec = load_spec(project_dir)
-        if spec.ca_cert:
-            return _ca_file(project_dir / Path(spec.ca_cert).expanduser(), f"{spec.source_file}: ca_cert")
-    return None
-
-
-def _ca_file(path: Path, source: str) -> tuple[Path, str]:
-    path = path.expanduser().resolve()
-    try:
-        head = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"{source}: {display_path(path)}: cannot read ({exc.strerror or exc})") from None
-    if "-----BEGIN CERTIFICATE-----" not in head:
-        raise InputError(f"{source}: {display_path(path)}: not a PEM certificate bundle")
-    return path, source
+    if flag or os.environ.get(CA_ENV) or project_dir is None or not (project_dir / SPEC_FILE).exists():
+        return ca_bundle(flag)
+    spec = load_spec(project_dir)
+    return ca_bundle(None, project_dir=project_dir, spec_value=spec.ca_cert, spec_where=f"{spec.source_file}: ca_cert")
 
 
 @contextlib.contextmanager

@@ -19,13 +19,12 @@ from .. import paths
 from ..errors import CudaboxError, InputError, located
 from ..files import Node, display_path, load_yaml, write_atomic
 from ..knowledge.frameworks import PLAIN, Framework, Frameworks
+from ..knowledge.values import FLAVOURS, python_spec
 from .render import RenderOptions, render, smoke_source
-from ..project.spec import python_spec
 from ..resolve.stack import Stack
 
 CATALOG_FILE = "catalog.yaml"
 SUPPORT_DIR = "_support"
-FLAVOURS = ("auto", "slim", "runtime", "devel")
 OS_PYTHON = "os"  # catalog python value: the base image's own Python (the resolver's choice)
 
 
@@ -139,7 +138,7 @@ def _entries(framework: str, rec, defaults, shown: str, line, fw: Framework | No
 
     flavour = rec.get("flavour", defaults.get("flavour", "slim"))
     if flavour not in FLAVOURS:
-        raise located(shown, rec.line_of("flavour"), f"{framework}: flavour {flavour!r}: expected one of {FLAVOURS}")
+        raise located(shown, rec.line_of("flavour"), f"{framework}: flavour {flavour!r}: expected one of {', '.join(FLAVOURS)}")
     pythons = strings("python", [OS_PYTHON]) or [OS_PYTHON]
     if framework == PLAIN:
         versions, variants, extras = strings("versions"), [None], ()

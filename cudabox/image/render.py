@@ -24,10 +24,10 @@ from ..errors import InputError
 from ..lock.lockfile import Lock
 from ..project.spec import APT_PACKAGE, CONTAINER_PATH, ENV_NAME, NAME, URL, parse_requirement
 from ..resolve.stack import Stack
+from ..knowledge.values import IMAGE_FLAVOURS
 
 EXPECT_SCHEMA = "cudabox.expect/v1"
 INSTALLERS = ("uv", "pip")
-FLAVOURS = ("slim", "runtime", "devel")
 USER = "cudabox"
 OPT = "/opt/cudabox"  # smoke test, expect.json, requirements.txt, uv-managed Python
 
@@ -135,8 +135,8 @@ def requirements_txt(lock: Lock, stack: Stack) -> str:
 
 
 def _stack_values(stack: Stack, opts: RenderOptions) -> dict:
-    if stack.flavour not in FLAVOURS:
-        raise InputError(f"stack flavour {stack.flavour!r}: expected one of {', '.join(FLAVOURS)}")
+    if stack.flavour not in IMAGE_FLAVOURS:
+        raise InputError(f"stack flavour {stack.flavour!r}: expected one of {', '.join(IMAGE_FLAVOURS)}")
     if stack.python_install not in ("os", "uv"):
         raise InputError(f"stack python_install {stack.python_install!r}: expected os or uv")
     base = _image(stack.base_image)

@@ -105,9 +105,9 @@ def load_report(image_id: str, extra_targets=()) -> Report | None:
 def validate_image(image: str, *, engine=None, targets=(), gpu: bool = True, timeout: float = 900,
                    store: bool = True) -> Report:
     """Run the smoke test of IMAGE (a tag or ID) and return (and store) its report."""
-    from ..engine.docker import Engine, GpuAccess
+    from ..engine import GpuAccess, connect
 
-    engine = engine or Engine.connect()
+    engine = engine or connect()
     attrs = engine.image(image)
     if attrs is None:
         raise InputError(f"image {image} not found in the Docker engine; build it with `cudabox build`")
@@ -127,15 +127,15 @@ def validate_image(image: str, *, engine=None, targets=(), gpu: bool = True, tim
 
 def _run_smoke(engine, image, targets, access, timeout):
     """((exit code, stdout, stderr), None), or (None, why) when the engine refused the GPU request."""
-    import docker
+    from ..engine import EngineError
 
     command = ["python", SMOKE, "--json"] + [a for t in targets for a in ("--target", t)]
     if not access.available:
         command.append("--no-gpu")
     try:
         res = engine.run(image, command, gpus=access, timeout=timeout)
-    except docker.errors.APIError as exc:
-        text = str(getattr(exc, "explanation", None) or exc)
+    except EngineError as exc:
+        text = exc.explanation
         if access.available and any(s in text for s in _GPU_REFUSED):
             return None, f"the engine refused the GPU request ({access.how}): {text}"
         raise

@@ -28,18 +28,17 @@ class Check:
 
 
 def _engine(checks: list[Check]):
-    from ..engine.docker import Engine
+    from ..engine import connect
     from ..errors import EnvironmentProblem
 
     try:
-        eng = Engine.connect()
-        version = eng.client.version()
+        eng = connect()
+        described = eng.describe()
     except EnvironmentProblem as exc:
         checks.append(Check("engine", FAIL, exc.message, exc.hint))
         return None
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    checks.append(Check("engine", OK, f"Docker Engine {version.get('Version')} (API {version.get('ApiVersion')}) "
-                                      f"at {where}"))
+    checks.append(Check("engine", OK, f"{described} at {where}"))
     return eng
 
 

@@ -1,4 +1,4 @@
-"""`cudabox run`: a command in the project's own stack, through the Docker engine API.
+"""`cudabox run`: a command in the project's own stack, through the engine interface (cudabox.engine).
 
 The fast path (fresh lock, image present) reads two small files and makes the
 same engine calls as `docker run` (inspect, create, attach, start, wait,
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EnvironmentProblem, InputError
+from ..engine import ContainerSpec
 from .run_io import LABEL
 
 HOME = "/home/cudabox"  # a tmpfs owned by the job's user
@@ -65,11 +66,11 @@ def say(message: str) -> None:
     sys.stderr.flush()
 
 
-def client():
-    """A Docker API client, or EnvironmentProblem (exit 5) naming what to do."""
-    from ..engine.docker import Engine
+def engine():
+    """The container engine, or EnvironmentProblem (exit 5) naming what to do."""
+    from ..engine import connect
 
-    return Engine.connect().client
+    return connect()
 
 
 # --------------------------------------------------------------------------- lock and image
@@ -124,27 +125,18 @@ def host_has_gpu() -> bool:
     return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
 
 
-def parse_gpus(text: str, access=None) -> list:
-    """all | none | 0,2 (device indexes, not a count) | GPU-UUID[,...] -> Docker DeviceRequests.
+def parse_gpus(text: str) -> tuple[str, ...]:
+    """all | none | 0,2 (device indexes, not a count) | GPU-UUID[,...] -> ("all",) | the devices | ().
 
-    `access` (engine.GpuAccess) says how this engine hands out GPUs: --gpus-style
-    requests, or CDI device names (nvidia.com/gpu=0).
-    """
-    from docker.types import DeviceRequest
-
+    The engine turns them into its own request (--gpus style, or CDI names nvidia.com/gpu=0)."""
     text = text.strip()
     if text == "none":
-        return []
-    cdi = getattr(getattr(access, "request", None), "driver", None) == "cdi"
+        return ()
     ids = ["all"] if text == "all" else [part.strip() for part in text.removeprefix("device=").split(",")]
     for part in ids:
         if not re.fullmatch(r"all|\d+|(GPU|MIG)-[A-Za-z0-9/-]+", part) or (part == "all" and len(ids) > 1):
             raise InputError(f"--gpus {text}: {part!r} is not a GPU index or UUID (all | none | 0,2 | GPU-<uuid>)")
-    if cdi:
-        return [DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={i}" for i in ids])]
-    if ids == ["all"]:
-        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+    return tuple(ids)
 
 
 def driver_problem(stack, driver: str, requirement: str | None = None, matrix=None) -> str | None:
@@ -266,10 +258,8 @@ def cache_binds(image_env: dict, env: dict, uid: int, gid: int) -> tuple[list[st
     return binds, extra_env
 
 
-def container_config(opts: RunOptions, lock, image: dict, gpus: str = "none", access=None) -> dict:
-    """create_container() arguments for the job: mounts, user, GPUs, IPC, ulimits, env, ports, labels."""
-    from docker.types import Ulimit
-
+def container_spec(opts: RunOptions, lock, image: dict, gpus: str = "none") -> ContainerSpec:
+    """The job's container: mounts, user, GPUs, IPC, ulimits, env, ports, labels."""
     cfg = image.get("Config") or {}
     image_env = dict(item.partition("=")[::2] for item in cfg.get("Env") or [])
     uid, gid = job_user(opts)
@@ -287,17 +277,15 @@ def container_config(opts: RunOptions, lock, image: dict, gpus: str = "none", ac
     tty = opts.tty
     if tty and "TERM" in os.environ:
         env.setdefault("TERM", os.environ["TERM"])
-    ports, bindings = parse_ports(opts.ports)
-    host_config = dict(
-        binds=binds, port_bindings=bindings or None, init=True, device_requests=parse_gpus(gpus, access) or None,
-        ipc_mode=None if opts.shm_size and opts.ipc == "host" else opts.ipc,
-        shm_size=opts.shm_size, ulimits=[Ulimit(name=n, soft=s, hard=h) for n, s, h in ULIMITS],
-        tmpfs={env["HOME"]: f"exec,mode=0755,uid={uid},gid={gid}"} if env["HOME"] == HOME else None)
+    _, bindings = parse_ports(opts.ports)
     labels = {LABEL: "1", "io.cudabox.project": lock.project.name, "io.cudabox.lock.hash": lock.hash,
               "io.cudabox.project.dir": str(opts.project.resolve()), **opts.labels}
-    return dict(command=opts.command or None, user=f"{uid}:{gid}", environment=env, working_dir=workdir,
-                labels=labels, name=opts.name, tty=bool(tty), stdin_open=bool(opts.interactive or tty),
-                ports=ports or None, host_config=host_config)
+    return ContainerSpec(
+        image=image["Id"], command=opts.command or None, user=f"{uid}:{gid}", env=env, workdir=workdir,
+        labels=labels, name=opts.name, tty=bool(tty), stdin=bool(opts.interactive or tty), binds=binds,
+        ports=bindings, gpus=parse_gpus(gpus), ipc=None if opts.shm_size and opts.ipc == "host" else opts.ipc,
+        shm_size=opts.shm_size, ulimits=tuple(ULIMITS),
+        tmpfs={env["HOME"]: f"exec,mode=0755,uid={uid},gid={gid}"} if env["HOME"] == HOME else {})
 
 
 GPU_FIX = ("install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure --runtime=docker` and "
@@ -314,7 +302,7 @@ def _gpu_error(exc) -> EnvironmentProblem | None:
 
 def _explain(exc, doing: str):
     """An engine error as one line: GPU support missing (with the fix), else what the engine said."""
-    return _gpu_error(exc) or EnvironmentProblem(f"{doing}: {exc.explanation or exc}")
+    return _gpu_error(exc) or EnvironmentProblem(f"{doing}: {exc.explanation}")
 
 
 # Engines without CAP_SYS_RESOURCE (rootless, some sandboxes) refuse to raise memlock; remembered a day
@@ -358,14 +346,13 @@ def _remember_refused(name: str) -> None:
 def run(opts: RunOptions) -> int:
     """The docker backend of `cudabox run`: returns the job's exit code (0 when detached)."""
     from . import run_io
-    from ..engine.docker import Engine
 
     if opts.tty is None:
         opts.tty = sys.stdin.isatty() and sys.stdout.isatty()
     gpus = opts.gpus if opts.gpus is not None else ("all" if host_has_gpu() else "none")
     parse_gpus(gpus), parse_ports(opts.ports), [parse_volume(v) for v in opts.volumes], job_user(opts)  # input
     lock = fresh_lock(opts.project, no_host=opts.no_host)
-    eng = Engine.connect()
+    eng = engine()
     image = image_for(eng, opts.project, lock)
     access = None
     if gpus != "none":
@@ -373,14 +360,12 @@ def run(opts: RunOptions) -> int:
         access = eng.gpu_access()
         if not access.available:
             raise EnvironmentProblem(f"--gpus {gpus}: {access.reason}", hint=GPU_FIX)
-    config = container_config(opts, lock, image, gpus, access)
-    host = config.pop("host_config")
+    spec = container_spec(opts, lock, image, gpus)
     refused = set(_refused_limits().get("names", []))
     while True:
-        host["ulimits"] = [u for u in host["ulimits"] if u.name not in refused]
+        spec.ulimits = tuple(u for u in spec.ulimits if u[0] not in refused)
         try:
-            return run_io.run_container(eng.client.api, image["Id"], config, host, detach=opts.detach,
-                                        keep=opts.keep, tty=opts.tty, explain=_explain)
+            return run_io.run_container(eng, spec, access, detach=opts.detach, keep=opts.keep, explain=_explain)
         except run_io.LimitRefused as exc:
             name = _RLIMIT_TYPES.get(exc.kind)
             if name is None or name in refused:

@@ -31,6 +31,7 @@ from pathlib import Path
 from .. import paths
 from ..errors import EnvironmentProblem, InputError
 from ..files import write_atomic
+from ..trust import ca_bundle
 
 PYPI = "https://pypi.org"
 USER_AGENT = "cudabox-matrix-refresh (+https://pypi.org/project/cudabox/)"
@@ -63,11 +64,12 @@ def unreachable(exc: Unreachable) -> EnvironmentProblem:
 
 
 def ssl_context(ca_cert: str | os.PathLike | None = None) -> ssl.SSLContext:
-    """Trust --ca-cert, else $SSL_CERT_FILE, else the system store (corporate proxies re-sign TLS)."""
-    cafile = ca_cert or os.environ.get("SSL_CERT_FILE") or None
+    """Trust trust.ca_bundle's choice (--ca-cert, $CUDABOX_CA_CERT), else $SSL_CERT_FILE, else the system
+    store (corporate proxies re-sign TLS)."""
+    found = ca_bundle(ca_cert)
+    cafile = found[0] if found else os.environ.get("SSL_CERT_FILE") or None
     if cafile and not Path(cafile).is_file():
-        what = "--ca-cert" if ca_cert else "SSL_CERT_FILE"
-        raise InputError(f"{what}: no such file: {cafile}")
+        raise InputError(f"SSL_CERT_FILE: no such file: {cafile}")
     try:
         return ssl.create_default_context(cafile=str(cafile) if cafile else None)
     except ssl.SSLError as exc:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..project.detected import Detected
 from ..errors import InputError
+from ..knowledge.values import flag_values
 from ..files import display_path, write_atomic
 from .lockfile import LOCK_FILE
 from ..project.scaffold import DOCKERIGNORE, DOCKERIGNORE_TEXT, spec_yaml
@@ -47,7 +48,7 @@ def plan_init(directory: Path, found: Detected, *, python: str | None = None, cu
         if (directory / name).exists() and not force:
             raise InputError(f"{display_path(directory / name)} exists; pass --force to overwrite it "
                              "(or edit it and run `cudabox lock`)")
-    _check_flags(python=python, cuda=cuda, driver=driver)
+    flag_values(python=python, cuda=cuda, driver=driver)  # a bad flag fails before anything is read
     host = host_mod.detect(ignore=no_host)
     python_from = "--python" if python else found.python_from
     cuda_from = "--cuda" if cuda else found.cuda_from
@@ -73,19 +74,6 @@ def plan_init(directory: Path, found: Detected, *, python: str | None = None, cu
     return Plan(directory=directory, detected=found, files=files, resolution=res, kept=kept, assumed=assumed)
 
 
-def _check_flags(*, python, cuda, driver) -> None:
-    from ..knowledge.model import DriverVersion
-    from ..project.spec import python_spec, version_spec
-
-    if python:
-        python_spec(python, what="--python")
-    if cuda:
-        version_spec(cuda, what="--cuda")
-    if driver:
-        try:
-            DriverVersion.parse(driver)
-        except ValueError as exc:
-            raise InputError(f"--driver: {exc}") from None
 
 
 def write_plan(plan: Plan) -> list[Path]:

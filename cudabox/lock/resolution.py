@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from .. import host as host_mod
 from .lockfile import Lock, make_lock

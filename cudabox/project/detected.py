@@ -16,7 +16,8 @@ from ..errors import located
 from ..knowledge.frameworks import Frameworks
 from ..knowledge.loader import load_frameworks
 from ..files import display_path
-from .spec import parse_requirement, python_spec
+from ..knowledge.values import python_spec
+from .spec import parse_requirement
 
 
 

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..errors import InputError, located
 from ..files import Node, display_path, load_yaml
+from ..knowledge.values import driver_version, flavour as check_flavour, python_spec, version_spec
 
-FLAVOURS = ("auto", "slim", "runtime", "devel")
 PYTHON_INSTALLS = ("auto", "os", "uv")
 SPEC_FILE = "cudabox.yaml"
 
@@ -52,27 +51,6 @@ class ProjectSpec:
     python_install: str = "auto"
     source_file: str | None = None  # display path of cudabox.yaml
     inputs_hash: str = ""  # sha256 of cudabox.yaml (+ requirements file)
-
-
-def version_spec(text: str, *, what: str) -> str:
-    """User shorthand -> specifier: "12.1" means 12.1.x, "9" means 9.x; specifiers pass through."""
-    text = str(text).strip()
-    if re.fullmatch(r"\d+(\.\d+)*", text):
-        return f"=={text}.*" if text.count(".") < 2 else f"=={text}"
-    if re.fullmatch(r"\d+(\.\d+)*\.\*", text):
-        return f"=={text}"
-    try:
-        SpecifierSet(text)
-    except InvalidSpecifier:
-        raise InputError(f"{what}: {text!r} is not a version or specifier (e.g. 12.1, 12.*, >=12.4)") from None
-    return text
-
-
-def python_spec(text: str, *, what: str) -> str:
-    text = str(text).strip()
-    if re.fullmatch(r"3\.\d+", text):
-        return f"=={text}.*"
-    return version_spec(text, what=what)
 
 
 def parse_requirement(text: str, *, what: str, allow_url: bool = False) -> str:
@@ -214,15 +192,9 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
         cudnn = r.check("cudnn", lambda: version_spec(cudnn, what="cudnn"))
     driver = r.str("driver")
     if driver is not None:
-        from ..knowledge.model import DriverVersion
-
-        try:
-            DriverVersion.parse(driver)
-        except ValueError as exc:
-            raise r.err("driver", str(exc)) from None
+        r.check("driver", lambda: driver_version(driver, what="driver"))
     flavour = r.str("flavour", "auto")
-    if flavour not in FLAVOURS:
-        raise r.err("flavour", f"{flavour!r}: expected one of {', '.join(FLAVOURS)}")
+    r.check("flavour", lambda: check_flavour(flavour, what="flavour"))
     python_install = r.str("python_install", "auto")
     if python_install not in PYTHON_INSTALLS:
         raise r.err("python_install", f"{python_install!r}: expected one of {', '.join(PYTHON_INSTALLS)}")
@@ -295,4 +267,4 @@ def spec_from_flags(directory: Path, requirements: list[str], **values) -> Proje
                        requirements=reqs, **{k: v for k, v in values.items() if v is not None})
 
 
-__all__ = ["ProjectSpec", "load_spec", "spec_from_flags", "version_spec", "python_spec", "FLAVOURS"]
+__all__ = ["ProjectSpec", "load_spec", "spec_from_flags"]

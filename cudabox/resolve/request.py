@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InputError
 from ..knowledge.matrix import Matrix
 from ..knowledge.model import GPU, DriverVersion
-from ..project.spec import ProjectSpec, python_spec, version_spec
+from ..project.spec import ProjectSpec
 
 
 @dataclass(frozen=True)
@@ -52,21 +51,3 @@ def _unique(gpus):
             seen.add(g.name)
             out.append(g)
     return tuple(out)
-
-
-def parse_cli_values(*, python: str | None, cuda: str | None, cudnn: str | None, driver: str | None):
-    """Validate flag values; errors name the flag."""
-    out = {}
-    if python:
-        out["python"] = python_spec(python, what="--python")
-    if cuda:
-        out["cuda"] = version_spec(cuda, what="--cuda")
-    if cudnn:
-        out["cudnn"] = version_spec(cudnn, what="--cudnn")
-    if driver:
-        try:
-            DriverVersion.parse(driver)
-        except ValueError as exc:
-            raise InputError(f"--driver: {exc}") from None
-        out["driver"] = driver
-    return out
