@@ -266,6 +266,17 @@ class DockerEngine:
         except Exception as exc:  # noqa: BLE001 - the SDK raises several types for a registry it can't reach
             raise CheckFailed(f"push of {ref} failed: {exc}") from None
 
+    def save(self, ref: str, path: Path) -> None:
+        """`docker save REF -o PATH` through the API."""
+        import docker as sdk
+
+        try:
+            with open(path, "wb") as fh:
+                for chunk in self.client.api.get_image(ref):
+                    fh.write(chunk)
+        except sdk.errors.APIError as exc:
+            raise _engine_error(exc) from None
+
     def images(self) -> list[dict]:
         """cudabox's images: labelled with a stack hash, or in the cudabox/ namespace."""
         found = {}
