@@ -217,8 +217,11 @@ class DockerEngine:
         return self._builder
 
     def describe(self) -> str:
+        """"Docker Engine 28.2.2 (API 1.50)"; Podman's compatible socket names itself "Podman Engine"."""
         version = self.client.version()
-        return f"Docker Engine {version.get('Version')} (API {version.get('ApiVersion')})"
+        name = ((version.get("Components") or [{}])[0].get("Name") or "Engine").strip()
+        name = name if name != "Engine" else "Docker Engine"
+        return f"{name} {version.get('Version')} (API {version.get('ApiVersion')})"
 
     def native_platform(self) -> str:
         info = self.client.info()
