@@ -29,6 +29,11 @@ def repo_root() -> Path:
     return _PACKAGE.parent
 
 
+def catalog_dir() -> Path:
+    """images/: the published image catalog (generated from matrices/catalog.yaml)."""
+    return repo_root() / "images"
+
+
 def config_dir() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "cudabox"
 

@@ -161,6 +161,20 @@ def test_one_door_per_outside_system():
     assert not wrong, "\n".join(wrong)
 
 
+SLURM_COMMANDS = {"sbatch", "scontrol", "scancel", "sacct", "srun", "enroot"}
+
+
+def test_slurm_commands_run_in_one_module():
+    wrong = []
+    for name, path in MODULES.items():
+        if name == "cudabox.jobs.slurmctl":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in SLURM_COMMANDS:
+                wrong.append(f"{name}:{node.lineno} names `{node.value}`: Slurm is run by cudabox.jobs.slurmctl")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_checks_catch_what_they_claim():
     """Each rule fails on a made-up module that breaks it (lazy imports included)."""
     bad = {

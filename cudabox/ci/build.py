@@ -221,7 +221,7 @@ def array_script(images: list[CatalogImage], root: Path, out_dir: Path, *, parti
 
 def run_on_slurm(images: list[CatalogImage], root: Path, out_dir: Path, *, poll: float = 2.0, **kw) -> list[Result]:
     """Submit the array, wait for every task, merge their JUnit files (a task without one is an error)."""
-    from ..jobs.slurm_run import parse_fields, run_tool, submit
+    from ..jobs.slurmctl import TERMINAL, cancel, show_jobs, submit
 
     if not images:
         raise InputError("no image matches the filter")
@@ -234,22 +234,20 @@ def run_on_slurm(images: list[CatalogImage], root: Path, out_dir: Path, *, poll:
     seen: dict[str, str] = {}
     try:
         while True:
-            proc = run_tool(["scontrol", "show", "job", "-o", job_id], check=False)
-            rows = [parse_fields(line) for line in proc.stdout.splitlines() if "JobId=" in line]
+            code, rows, _ = show_jobs(job_id)
             for row in rows:
                 task, state = row.get("ArrayTaskId", "?"), row.get("JobState", "?")
                 if seen.get(task) != state:
                     seen[task] = state
                     _say(f"array {job_id} task {task}: {state}")
-            pending = [r for r in rows if r.get("JobState") not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT",
-                                                                    "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")]
-            if proc.returncode == 0 and rows and not pending:
+            pending = [r for r in rows if (r.get("JobState") or "?").split()[0] not in TERMINAL]
+            if code == 0 and rows and not pending:
                 break
-            if proc.returncode != 0 and seen:  # purged already: it ended
+            if code != 0 and seen:  # purged already: it ended
                 break
             time.sleep(poll)
     except KeyboardInterrupt:
-        run_tool(["scancel", job_id], check=False)
+        cancel(job_id)
         _say(f"interrupted: cancelled Slurm array job {job_id}")
         raise
     results = []

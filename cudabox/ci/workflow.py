@@ -61,7 +61,7 @@ class CatalogImage:
 
 
 def catalog_dir() -> Path:
-    return paths.repo_root() / "images"
+    return paths.catalog_dir()
 
 
 def load_images(root: Path | None = None) -> list[CatalogImage]:

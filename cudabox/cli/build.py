@@ -11,11 +11,10 @@ from pathlib import Path
 import typer
 
 from . import output
+from .options import JSON, PROJECT
 from .root import app
 from .images import images_app
 
-JSON = typer.Option(False, "--json", help="Print one JSON object for scripts (progress still goes to stderr).")
-PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory (holds cudabox.yaml and cudabox.lock).")
 DOCKER = typer.Option(None, "--docker", metavar="PATH",
                       help="The docker CLI for BuildKit builds (also CUDABOX_DOCKER). Default: the first on PATH "
                            "that can BuildKit; without one, the legacy builder through the Docker API.")

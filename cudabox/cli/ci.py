@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from . import output
+from .options import JSON
 from .root import app
 
 ci_app = typer.Typer(help="Build and validate the image catalog in CI: a GitHub Actions matrix, a "
@@ -17,7 +18,6 @@ ci_app = typer.Typer(help="Build and validate the image catalog in CI: a GitHub 
                      no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(ci_app, name="ci")
 
-JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
 CATALOG = typer.Option(None, "--catalog", metavar="DIR", help="The catalog directory (default: images/ of "
                                                               "the cudabox checkout).")
 FILTER = typer.Option(None, "--filter", "-f", metavar="EXPR",

@@ -1,6 +1,6 @@
-"""`cudabox export slurm|k8s`, `cudabox jobs`, `cudabox fleet plan`, and the `run --on slurm|k8s` backends.
+"""`cudabox export slurm|k8s`, `cudabox jobs` and `cudabox fleet plan`.
 
-Thin: parse, call cudabox.jobs: slurm / slurm_run / k8s / k8s_run / fleet, print.
+Thin: parse, call cudabox.jobs (backends, slurm_run, k8s, fleet), print.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from . import output
+from .options import COMMAND, IMAGE, JSON, NODES, PARTITION, PROJECT, REGISTRY, TIME, TRANSPORT
 from .root import app
 
 export_app = typer.Typer(help="Print what runs the project on a cluster (an sbatch script, a Kubernetes Job) "
@@ -19,44 +20,20 @@ fleet_app = typer.Typer(help="Plan stacks for a fleet of GPU nodes (docs/fleet.m
 app.add_typer(export_app, name="export")
 app.add_typer(fleet_app, name="fleet")
 
-JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
-PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory (holds cudabox.lock).")
-COMMAND = typer.Argument(None, metavar="-- CMD...", help="The command to run in the project's image.")
 CMD_SETTINGS = {"allow_interspersed_args": False}
-
-# Slurm flags, shared by `export slurm` and `run --on slurm` (each has an environment default).
-PARTITION = typer.Option(None, "--partition", metavar="P", envvar="CUDABOX_SLURM_PARTITION",
-                         help="Slurm partition (default: the cluster's).")
-TIME = typer.Option(None, "--time", metavar="T", envvar="CUDABOX_SLURM_TIME",
-                    help="Time limit: minutes, HH:MM:SS or D-HH:MM:SS.")
-NODES = typer.Option(1, "--nodes", min=1, metavar="N", help="Nodes; the command runs once per node.")
 SLURM_GPUS = typer.Option(0, "--gpus", min=0, metavar="N", help="GPUs per node to allocate (--gpus-per-node).")
-TRANSPORT = typer.Option("local", "--transport", metavar="local|shared|registry", envvar="CUDABOX_SLURM_TRANSPORT",
-                         help="How the image reaches the nodes: local (already in the node's engine: single "
-                              "node), shared (docker save to --shared-dir), registry (pull from --registry).")
 RUNTIME = typer.Option("auto", "--runtime", metavar="auto|pyxis|docker|apptainer", envvar="CUDABOX_SLURM_RUNTIME",
                        help="auto (pyxis if srun has --container-image, else docker, else apptainer), pyxis, "
                             "docker, apptainer.")
 SHARED_DIR = typer.Option(None, "--shared-dir", metavar="DIR", envvar="CUDABOX_SLURM_SHARED_DIR",
                           help="For --transport shared: a directory every node mounts.")
-REGISTRY = typer.Option(None, "--registry", metavar="HOST/PATH", envvar="CUDABOX_REGISTRY",
-                        help="Registry prefix the nodes pull from (--transport registry; k8s image prefix).")
 OUTPUT_DIR = typer.Option(None, "--output-dir", metavar="DIR", envvar="CUDABOX_SLURM_OUTPUT_DIR",
                           help="Where job scripts and output files go (default: PROJECT/.cudabox/slurm; nodes "
                                "must see it).")
-IMAGE = typer.Option(None, "--image", metavar="REF", help="Run this image instead of the project's.")
 ENV = typer.Option(None, "--env", "-e", metavar="KEY[=VAL]", help="Set a variable in the job (KEY alone: "
                                                                   "the submitting shell's value).")
 SBATCH_ARG = typer.Option(None, "--sbatch-arg", metavar="--FLAG=VALUE",
                           help="An extra #SBATCH line (account, qos, constraint...); repeatable.")
-
-
-def _slurm_options(**kw):
-    from ..jobs.slurm_run import SlurmOptions
-
-    kw["env"] = tuple(kw.get("env") or ())
-    kw["sbatch_args"] = tuple(kw.get("sbatch_args") or ())
-    return SlurmOptions(**kw)
 
 
 @export_app.command("slurm", context_settings=CMD_SETTINGS)
@@ -68,9 +45,10 @@ def export_slurm(command: list[str] = COMMAND, partition: str = PARTITION, gpus:
     """Print the sbatch script that runs CMD in the project's image on a compute node (nothing is submitted)."""
     import sys
 
+    from ..jobs.backends import slurm_options
     from ..jobs.slurm_run import export
 
-    opts = _slurm_options(partition=partition, gpus=gpus, time=time, nodes=nodes, transport=transport,
+    opts = slurm_options(partition=partition, gpus=gpus, time=time, nodes=nodes, transport=transport,
                           runtime=runtime, shared_dir=shared_dir, registry=registry, output_dir=output_dir,
                           image=image, env=env, sbatch_args=sbatch_arg)
     sys.stdout.write(export(project, list(command or ()), opts))
@@ -86,9 +64,11 @@ def export_k8s(command: list[str] = COMMAND,
                shm_size: str = typer.Option(None, "--shm-size", metavar="QTY", help="/dev/shm size limit (8Gi)."),
                registry: str = REGISTRY, image: str = IMAGE, project: Path = PROJECT):
     """A batch/v1 Job for CMD: the project's image, GPU limits, node affinity from the stack, non-root."""
-    manifest = _k8s_manifest(project, list(command or ()), gpus=gpus, name=name, namespace=namespace,
-                             shm_size=shm_size, registry=registry, image=image)
+    from ..jobs.backends import k8s_manifest
     from ..jobs.k8s import to_yaml
+
+    manifest = k8s_manifest(project, list(command or ()), gpus=gpus, name=name, namespace=namespace,
+                            shm_size=shm_size, registry=registry, image=image)
 
     text = to_yaml(manifest)
     if output_file is None:
@@ -100,21 +80,6 @@ def export_k8s(command: list[str] = COMMAND,
 
     write_atomic(output_file, text)
     output.console(stderr=True).print(f"wrote {output_file} (Job {manifest['metadata']['name']})")
-
-
-def _k8s_manifest(project: Path, command: list[str], *, gpus: int, name=None, namespace=None, shm_size=None,
-                  registry=None, image=None, lock=None) -> dict:
-    from ..image.build import project_tag
-    from ..jobs.k8s import job
-    from ..lock.lockfile import read_lock
-    from ..knowledge.loader import load
-
-    lock = lock or read_lock(project)
-    ref = image or project_tag(lock)
-    if registry and not image:
-        ref = f"{registry.rstrip('/')}/{ref}"
-    return job(load(project), lock, image=ref, command=command, name=name, gpus=gpus, namespace=namespace,
-               shm_size=shm_size)
 
 
 @app.command()
@@ -131,61 +96,6 @@ def jobs(json: bool = JSON, all_: bool = typer.Option(False, "--all", "-a", help
     for r in rows:
         print(f"{r['job_id']:>8}  {r['project'] or '-':16} {r['state']:11} {r['exit_code'] or '-':5} "
               f"{r['elapsed'] or '-':>10}  {r['nodes'] or '-':10} {r['output'] or '-'}")
-
-
-# --------------------------------------------------------------------------- run --on slurm|k8s
-
-
-def run_on(on: str, opts, *, partition=None, time=None, nodes=1, transport="local", runtime=None,
-           shared_dir=None, registry=None, push=None, output_dir=None, image=None) -> int:
-    """The cluster backends of `cudabox run` (cudabox/cli/run.py dispatches here for --on slurm|k8s).
-    What `run` has no flag for comes from the environment, as documented in docs/slurm.md."""
-    import os
-
-    from ..errors import InputError
-
-    env = os.environ.get
-    runtime = runtime or env("CUDABOX_SLURM_RUNTIME") or "auto"
-    shared_dir = shared_dir or env("CUDABOX_SLURM_SHARED_DIR")
-    registry = registry or env("CUDABOX_REGISTRY")
-    output_dir = output_dir or env("CUDABOX_SLURM_OUTPUT_DIR")
-    push = push if push is not None else env("CUDABOX_PUSH", "") not in ("", "0")
-
-    unsupported = [flag for flag, value in (("--publish", opts.ports), ("--volume", opts.volumes),
-                                            ("--interactive", opts.interactive), ("--tty", opts.tty)) if value]
-    if unsupported:
-        raise InputError(f"{', '.join(unsupported)}: not available with --on {on}")
-    gpus = _gpu_count(opts.gpus, on)
-    if on == "slurm":
-        from ..jobs.slurm_run import run
-
-        sopts = _slurm_options(partition=partition, gpus=gpus, time=time, nodes=nodes, transport=transport,
-                               runtime=runtime, shared_dir=shared_dir, registry=registry, push=push,
-                               output_dir=output_dir, image=image, env=opts.env)
-        return run(opts.project, list(opts.command), sopts, detach=opts.detach)
-    if on == "k8s":
-        from ..jobs.k8s_run import submit
-        from ..jobs.run import fresh_lock
-
-        if opts.env:
-            raise InputError(f"--env: not available with --on {on} (bake variables into cudabox.yaml's env:)")
-        lock = fresh_lock(Path(opts.project))
-        manifest = _k8s_manifest(Path(opts.project), list(opts.command), gpus=1 if gpus is None else gpus,
-                                 name=opts.name, registry=registry, image=image, lock=lock)
-        return submit(manifest, detach=opts.detach)
-    raise InputError(f"--on {on}: expected local, slurm or k8s")
-
-
-def _gpu_count(text, on: str) -> int | None:
-    from ..errors import InputError
-
-    if text in (None, ""):
-        return None if on == "k8s" else 0
-    if text == "none":
-        return 0
-    if not str(text).isdigit():
-        raise InputError(f"--gpus {text}: with --on {on}, --gpus is a number of GPUs per node")
-    return int(text)
 
 
 # --------------------------------------------------------------------------- fleet plan
@@ -212,49 +122,17 @@ def fleet_plan(inventory: Path = typer.Option(..., "--inventory", "-i", metavar=
                                                               "stacks on datacenter GPUs)."),
                json: bool = JSON, project: Path = PROJECT):
     """Which stacks run on which nodes, and the newest stack that runs on all of them (or why none does)."""
-    from ..jobs import fleet
-    from ..ci.workflow import catalog_dir
-    from ..jobs.inventory import Options, read_inventory
-    from ..knowledge.loader import load
+    from ..jobs.fleet import plan_fleet, to_dict
 
     output.use_json(json)
-    m = load(project)
-    pairs = []
-    for item in gres_map or ():
-        key, eq, value = item.partition("=")
-        if not eq or not key or not value:
-            from ..errors import InputError
-
-            raise InputError(f"--gres-map {item!r}: expected TYPE=GPU (e.g. a100=A100)")
-        pairs.append((key, value))
-    nodes = read_inventory(inventory, m, Options(default_driver=driver, gres_map=tuple(pairs)))
-    cands = fleet.candidates(project, None if no_catalog else (catalog or catalog_dir()))
-    result = fleet.plan(m, nodes, cands, _fleet_request(project, m, with_, python, cuda),
-                        allow_forward_compat=allow_forward_compat)
+    result = plan_fleet(project, inventory, with_=with_, python=python, cuda=cuda, driver=driver, gres_map=gres_map,
+                        catalog=catalog, no_catalog=no_catalog, allow_forward_compat=allow_forward_compat)
     if json:
-        output.emit_json(fleet.to_dict(result))
+        output.emit_json(to_dict(result))
     else:
         _print_fleet(result)
     if result.reasons:  # requirements were given and no stack runs on every node: like `resolve`, exit 3
         raise typer.Exit(3)
-
-
-def _fleet_request(project: Path, m, with_, python, cuda):
-    from dataclasses import replace
-
-    from ..knowledge.values import flag_values
-    from ..resolve.request import Request, request_from_spec
-    from ..project.spec import load_spec, spec_from_flags
-
-    values = flag_values(python=python, cuda=cuda)
-    if with_:
-        return request_from_spec(spec_from_flags(project, list(with_), **values), m)
-    if (Path(project) / "cudabox.yaml").exists():
-        spec = replace(load_spec(project), gpus=(), driver=None, **values)
-        return request_from_spec(spec, m)
-    if values.get("cuda"):
-        return Request(python=values.get("python"), cuda=values["cuda"])
-    return None
 
 
 def _print_fleet(result) -> None:

@@ -7,13 +7,13 @@ from pathlib import Path
 import typer
 
 from . import output
+from .options import JSON
 from .root import app
 
 images_app = typer.Typer(help="The curated image catalog in images/ (from matrices/catalog.yaml).",
                          no_args_is_help=True)
 app.add_typer(images_app, name="images")
 
-JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
 OUTPUT_DIR = typer.Option(None, "--output", "-o", metavar="DIR",
                           help="The catalog directory (default: images/ of the cudabox checkout).")
 

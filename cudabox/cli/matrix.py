@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from . import output
+from .options import JSON, PROJECT
 from .root import app
 
 matrix_app = typer.Typer(help="Show and check the compatibility matrix (matrices/ + overlays).", rich_markup_mode=None,
@@ -14,8 +15,6 @@ matrix_app = typer.Typer(help="Show and check the compatibility matrix (matrices
 app.add_typer(matrix_app, name="matrix")
 
 
-JSON = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
-PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory (its .cudabox/matrices overlay applies).")
 
 
 def _load(project: Path):

@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from . import output
-from .matrix import PROJECT, matrix_app
+from .matrix import matrix_app
+from .options import PROJECT
 
 
 @matrix_app.command("refresh")

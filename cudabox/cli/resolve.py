@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from . import output
+from .options import JSON, NO_HOST, PROJECT as DIRECTORY
 from .root import app
 
 WITH = typer.Option(None, "--with", "-w", metavar="REQ",
@@ -22,9 +23,6 @@ FLAVOUR = typer.Option(None, "--flavour", metavar="FLAVOUR", help="auto | slim |
 FORWARD = typer.Option(False, "--allow-forward-compat",
                        help="Allow CUDA forward compatibility (cuda-compat; datacenter GPUs only).")
 EOL = typer.Option(False, "--allow-eol-images", help="Allow end-of-life (not yet deleted) nvidia/cuda tags.")
-NO_HOST = typer.Option(False, "--no-host", help="Ignore this host's driver and GPUs (also CUDABOX_NO_HOST=1).")
-JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
-DIRECTORY = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory.")
 
 
 def _spec(directory: Path, with_: list[str] | None, **flags):

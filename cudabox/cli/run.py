@@ -1,8 +1,8 @@
 """`cudabox init`, `run`, `shell`, `exec`, `ps`, `logs`, `stop` and `doctor`: a project's daily commands.
 
 Thin: parse, call cudabox.project.detect / lock.init / jobs.run / jobs.doctor, print.
-`run` collects its flags into a RunOptions and hands it to a backend; another
-backend (Slurm, Kubernetes) is one more entry in BACKENDS and an `--on` flag.
+`run` collects its flags into a RunOptions and hands it to the backend `--on`
+names (cudabox.jobs.backends: local, slurm, k8s).
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ from pathlib import Path
 
 import typer
 
-from . import cluster, output
+from . import output
+from .options import JSON, NO_HOST, NODES, PARTITION, PROJECT, TIME, TRANSPORT
 from .root import app
 
-NO_HOST = typer.Option(False, "--no-host", help="Ignore this host's driver and GPUs (also CUDABOX_NO_HOST=1).")
-JSON = typer.Option(False, "--json", help="Print one JSON object for scripts.")
-PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory (holds cudabox.yaml).")
 GPUS = typer.Option(None, "--gpus", metavar="GPUS",
                     help="all | none | 0,2 (indexes) | GPU-<uuid>. Default: all when the host has NVIDIA GPUs.")
 ENV = typer.Option(None, "--env", "-e", metavar="KEY[=VAL]", help="Set a variable (KEY alone: the host's value).")
@@ -36,18 +34,15 @@ INTERACTIVE = typer.Option(False, "--interactive", "-i", help="Keep stdin open (
 KEEP = typer.Option(False, "--keep", help="Keep the container after the job ends (for docker inspect).")
 NO_CACHES = typer.Option(False, "--no-caches", help="Don't mount the host's pip/uv/Hugging Face/torch caches.")
 NO_MOUNT = typer.Option(False, "--no-mount", help="Use the project copy baked into the image; don't mount it.")
-# --- `run --on slurm|k8s` (issue 7): the cluster backends live in cli/cluster.py (docs/slurm.md, kubernetes.md)
+# --- `run --on slurm|k8s`: the backends are cudabox.jobs.backends (docs/slurm.md, kubernetes.md)
 ON = typer.Option("local", "--on", metavar="WHERE", help="local (this machine's engine, default), slurm (an sbatch "
                                                          "job on the cluster) or k8s (a Job; needs cudabox[k8s]).")
 
-BACKENDS = {"docker": "cudabox.jobs.run:run"}  # `--on slurm|k8s` adds entries here
 
+def _dispatch(opts, on: str = "local", **cluster) -> int:
+    from ..jobs.backends import Cluster, run
 
-def _dispatch(opts, on: str = "docker") -> int:
-    import importlib
-
-    module, _, func = BACKENDS[on].partition(":")
-    return getattr(importlib.import_module(module), func)(opts)
+    return run(on, opts, Cluster(**cluster))
 
 
 def _options(project, **kw):
@@ -66,8 +61,8 @@ def run(command: list[str] = typer.Argument(None, metavar="-- CMD...", help="The
         detach: bool = typer.Option(False, "--detach", "-d", help="Start the job and print its name "
                                                                   "(see cudabox ps / logs / stop)."),
         keep: bool = KEEP, no_caches: bool = NO_CACHES, no_mount: bool = NO_MOUNT, no_host: bool = NO_HOST,
-        project: Path = PROJECT, on: str = ON, partition: str = cluster.PARTITION, time: str = cluster.TIME,
-        nodes: int = cluster.NODES, transport: str = cluster.TRANSPORT):
+        project: Path = PROJECT, on: str = ON, partition: str = PARTITION, time: str = TIME,
+        nodes: int = NODES, transport: str = TRANSPORT):
     """Run CMD in the project's stack (locks and builds first when needed); exits with CMD's exit code.
     With --on slurm|k8s it runs on the cluster instead (--gpus is then a count per node)."""
     if not command:
@@ -77,9 +72,7 @@ def run(command: list[str] = typer.Argument(None, metavar="-- CMD...", help="The
                     volume=volume, workdir=workdir, name=name, user=user, ipc=ipc, shm_size=shm_size, tty=tty,
                     interactive=interactive, detach=detach, keep=keep, caches=not no_caches,
                     mount_project=not no_mount, no_host=no_host)
-    if on != "local":  # issue 7: Slurm / Kubernetes
-        raise typer.Exit(cluster.run_on(on, opts, partition=partition, time=time, nodes=nodes, transport=transport))
-    raise typer.Exit(_dispatch(opts))
+    raise typer.Exit(_dispatch(opts, on, partition=partition, time=time, nodes=nodes, transport=transport))
 
 
 SHELL = ["/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"]

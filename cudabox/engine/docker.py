@@ -217,8 +217,11 @@ class DockerEngine:
         return self._builder
 
     def describe(self) -> str:
+        """"Docker Engine 28.2.2 (API 1.50)"; Podman's compatible socket names itself "Podman Engine"."""
         version = self.client.version()
-        return f"Docker Engine {version.get('Version')} (API {version.get('ApiVersion')})"
+        name = ((version.get("Components") or [{}])[0].get("Name") or "Engine").strip()
+        name = name if name != "Engine" else "Docker Engine"
+        return f"{name} {version.get('Version')} (API {version.get('ApiVersion')})"
 
     def native_platform(self) -> str:
         info = self.client.info()
@@ -265,6 +268,17 @@ class DockerEngine:
             raise
         except Exception as exc:  # noqa: BLE001 - the SDK raises several types for a registry it can't reach
             raise CheckFailed(f"push of {ref} failed: {exc}") from None
+
+    def save(self, ref: str, path: Path) -> None:
+        """`docker save REF -o PATH` through the API."""
+        import docker as sdk
+
+        try:
+            with open(path, "wb") as fh:
+                for chunk in self.client.api.get_image(ref):
+                    fh.write(chunk)
+        except sdk.errors.APIError as exc:
+            raise _engine_error(exc) from None
 
     def images(self) -> list[dict]:
         """cudabox's images: labelled with a stack hash, or in the cudabox/ namespace."""

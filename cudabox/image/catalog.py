@@ -238,7 +238,7 @@ def index(result: Plan) -> str:
 
 
 def default_dir() -> Path:
-    return paths.repo_root() / "images"
+    return paths.catalog_dir()
 
 
 def _tag_prefix(entry: Entry) -> str:

@@ -230,3 +230,51 @@ def _stack_summary(stack: Stack) -> dict:
 def describe(stack: Stack) -> str:
     picks = ", ".join(f"{f.name} {f.version} ({f.variant})" for f in stack.frameworks) or "plain CUDA"
     return f"{picks}, CUDA {stack.cuda}, Python {stack.python} (requires {stack.requirement})"
+
+
+# --------------------------------------------------------------------------- `cudabox fleet plan`
+
+
+def request_for(project: Path, m: Matrix, with_, python, cuda) -> Request | None:
+    """What the whole fleet must run: --with requirements, else the project's cudabox.yaml (its own GPUs and
+    driver dropped: the fleet's nodes say those), else a bare --cuda; None: place stacks only."""
+    from dataclasses import replace
+
+    from ..knowledge.values import flag_values
+    from ..project.spec import SPEC_FILE, load_spec, spec_from_flags
+    from ..resolve.request import request_from_spec
+
+    values = flag_values(python=python, cuda=cuda)
+    if with_:
+        return request_from_spec(spec_from_flags(project, list(with_), **values), m)
+    if (Path(project) / SPEC_FILE).exists():
+        spec = replace(load_spec(project), gpus=(), driver=None, **values)
+        return request_from_spec(spec, m)
+    if values.get("cuda"):
+        return Request(python=values.get("python"), cuda=values["cuda"])
+    return None
+
+
+def gres_pairs(items) -> tuple[tuple[str, str], ...]:
+    """--gres-map TYPE=GPU values, checked."""
+    pairs = []
+    for item in items or ():
+        key, eq, value = item.partition("=")
+        if not eq or not key or not value:
+            raise InputError(f"--gres-map {item!r}: expected TYPE=GPU (e.g. a100=A100)")
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def plan_fleet(project: Path, inventory: Path, *, with_=None, python=None, cuda=None, driver=None, gres_map=(),
+               catalog: Path | None = None, no_catalog: bool = False, allow_forward_compat: bool = False) -> Plan:
+    """Read the inventory, gather the candidate stacks (lock, catalog), place them, and resolve the request."""
+    from .. import paths
+    from ..knowledge.loader import load
+    from .inventory import Options, read_inventory
+
+    m = load(project)
+    nodes = read_inventory(inventory, m, Options(default_driver=driver, gres_map=gres_pairs(gres_map)))
+    cands = candidates(project, None if no_catalog else (catalog or paths.catalog_dir()))
+    return plan(m, nodes, cands, request_for(project, m, with_, python, cuda),
+                allow_forward_compat=allow_forward_compat)

@@ -1,112 +1,22 @@
-"""`cudabox run --on slurm` and `cudabox jobs`: submit with sbatch, follow the job, report how it ended.
+"""`cudabox run --on slurm` and `cudabox jobs`: submit, follow the job, report how it ended.
 
-Only Slurm's own commands are used (sbatch, scontrol, sacct, scancel, srun),
-so this works on any cluster the user can already submit to. The job's
-output file is tailed while it runs (the project directory, where it is
-written, must be visible from the compute nodes anyway, since it is mounted
-into the container). The end state comes from `scontrol show job` (kept for
-MinJobAge after the end) or, once purged, from `sacct` when accounting is on.
+Slurm is reached through slurmctl.py only; images through the engine. The
+job's output file is tailed while it runs (the project directory, where it
+is written, must be visible from the compute nodes anyway, since it is
+mounted into the container).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EnvironmentProblem, InputError
-
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-            "BOOT_FAIL", "DEADLINE")
-_KV = re.compile(r"\s+(?=[A-Za-z][A-Za-z0-9_/:]*=)")
-
-
-@dataclass
-class JobInfo:
-    job_id: str
-    state: str  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ... or UNKNOWN
-    exit_code: str = "0:0"  # Slurm's "code:signal"
-    fields: dict = field(default_factory=dict)
-
-    @property
-    def done(self) -> bool:
-        return self.state.split()[0] in TERMINAL
-
-    @property
-    def exit_status(self) -> int:
-        """The process exit status this job stands for: its code, 128+signal, 1 for a failure without one."""
-        code, _, signal = self.exit_code.partition(":")
-        code, signal = int(code or 0), int(signal or 0)
-        if signal:
-            return 128 + signal
-        if code:
-            return code
-        return 0 if self.state == "COMPLETED" else 1
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise EnvironmentProblem(f"`{name}` not found: this machine is not a Slurm submit host "
-                                 "(install the Slurm client, or run where sbatch works)")
-    return path
-
-
-def run_tool(args: list[str], *, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([_tool(args[0]), *args[1:]], input=input, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        message = (proc.stderr or proc.stdout).strip().splitlines()
-        raise EnvironmentProblem(f"{args[0]} failed: {message[-1] if message else f'exit {proc.returncode}'}")
-    return proc
-
-
-def has_pyxis() -> bool:
-    """pyxis adds --container-image to srun; its --help is the only reliable probe from a login node."""
-    try:
-        return "--container-image" in run_tool(["srun", "--help"], check=False).stdout
-    except EnvironmentProblem:
-        return False
-
-
-def parse_fields(line: str) -> dict:
-    """One `scontrol show ... -o` line -> {key: value} (values may contain spaces)."""
-    out = {}
-    for part in _KV.split(line.strip()):
-        key, _, value = part.partition("=")
-        out.setdefault(key, value.strip())
-    return out
-
-
-def submit(script_text: str, *, keep_dir: Path | None = None) -> str:
-    """sbatch --parsable, the script on stdin; returns the job id (a copy of the script is kept)."""
-    out = run_tool(["sbatch", "--parsable"], input=script_text).stdout.strip()
-    job_id = out.split(";")[0]
-    if not job_id.isdigit():
-        raise EnvironmentProblem(f"sbatch printed {out!r}, not a job id")
-    if keep_dir is not None:
-        (Path(keep_dir) / f"cudabox-{job_id}.sh").write_text(script_text, encoding="utf-8")
-    return job_id
-
-
-def job_info(job_id: str) -> JobInfo:
-    proc = run_tool(["scontrol", "show", "job", "-o", job_id], check=False)
-    if proc.returncode == 0 and "JobId=" in proc.stdout:
-        line = next(ln for ln in proc.stdout.splitlines() if "JobId=" in ln)
-        f = parse_fields(line)
-        return JobInfo(job_id, f.get("JobState", "UNKNOWN"), f.get("ExitCode", "0:0"), f)
-    if shutil.which("sacct"):  # purged from the controller: ask accounting, when it is on
-        acct = subprocess.run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"],
-                              capture_output=True, text=True)
-        rows = [r.split("|") for r in acct.stdout.splitlines() if "|" in r]
-        if acct.returncode == 0 and rows:
-            return JobInfo(job_id, rows[0][0].split()[0], rows[0][1])
-    return JobInfo(job_id, "UNKNOWN")
-
+from .slurmctl import cancel, enroot_import, has_pyxis, job_info, show_jobs, submit
 
 def _drain(path: Path, pos: int, out) -> int:
     try:
@@ -153,7 +63,7 @@ def follow(job_id: str, output: Path, *, out=None, err=None, poll: float = 0.5, 
         except KeyboardInterrupt:
             if cancelled:  # a second Ctrl-C: stop waiting
                 return 130
-            run_tool(["scancel", job_id], check=False)
+            cancel(job_id)
             err.write(f"\ncudabox: interrupted: cancelled Slurm job {job_id} (scancel)\n")
             cancelled, deadline = True, time.monotonic() + cancel_wait
     if cancelled:
@@ -167,8 +77,10 @@ def follow(job_id: str, output: Path, *, out=None, err=None, poll: float = 0.5, 
 
 
 def ship(image: str, transport: str, *, shared_dir: str | None = None, registry: str | None = None,
-         push: bool = False, pyxis: bool = False) -> tuple[str, str | None]:
+         push: bool = False, pyxis: bool = False, engine=None) -> tuple[str, str | None]:
     """Make the image reachable from the nodes; returns (image reference for the script, archive path)."""
+    from ..engine import connect
+
     if transport == "local":
         return image, None
     if transport == "registry":
@@ -177,8 +89,9 @@ def ship(image: str, transport: str, *, shared_dir: str | None = None, registry:
         prefix = registry.rstrip("/")
         remote = image if image.startswith(prefix + "/") else f"{prefix}/{image}"
         if push:
-            run_tool(["docker", "tag", image, remote])
-            run_tool(["docker", "push", remote])
+            engine = engine or connect()
+            engine.tag(image, remote)
+            engine.push(remote)
         return remote, None
     if not shared_dir or not os.path.isabs(shared_dir):
         raise InputError("--transport shared needs --shared-dir DIR: an absolute path every node mounts")
@@ -188,23 +101,20 @@ def ship(image: str, transport: str, *, shared_dir: str | None = None, registry:
         archive.parent.mkdir(parents=True, exist_ok=True)
         tmp = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
         if pyxis:
-            run_tool(["enroot", "import", "-o", str(tmp), f"dockerd://{image}"])
+            enroot_import(image, tmp)
         else:
-            run_tool(["docker", "save", "-o", str(tmp), image])
+            (engine or connect()).save(image, tmp)
         os.replace(tmp, archive)
     return image, str(archive)
 
 
 def list_jobs(*, all_users: bool = False) -> list[dict]:
     """The cudabox jobs the controller still knows (pending, running, recently ended)."""
-    proc = run_tool(["scontrol", "show", "job", "-o"], check=False)
-    if proc.returncode != 0 and "No jobs" not in (proc.stdout + proc.stderr):
-        raise EnvironmentProblem("scontrol show job failed: " + (proc.stderr.strip() or f"exit {proc.returncode}"))
+    code, rows, said = show_jobs()
+    if code != 0 and "No jobs" not in said:
+        raise EnvironmentProblem("scontrol show job failed: " + (said.strip() or f"exit {code}"))
     jobs = []
-    for line in proc.stdout.splitlines():
-        if "JobId=" not in line:
-            continue
-        f = parse_fields(line)
+    for f in rows:
         comment = f.get("Comment", "")
         if comment != "cudabox" and not comment.startswith("cudabox:"):
             continue

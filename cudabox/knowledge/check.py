@@ -34,6 +34,8 @@ def _records(m: Matrix):
     """(label, provenance) of every record, for the source and status checks."""
     for s in m.sources.values():
         yield f"source {s.key}", s.prov
+    for fw in m.frameworks.items:
+        yield f"framework {fw.name}", fw.prov
     for major in m.majors.values():
         yield f"CUDA {major.major}.x", major.prov
     for tk in m.toolkits:
