@@ -1,5 +1,8 @@
+"""`python -m cudabox`: the same entry point as the `cudabox` console script."""
+
 import sys
 
-from .cli import main
+from .entry import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,12 +8,24 @@ from pathlib import Path
 _PACKAGE = Path(__file__).resolve().parent
 
 
+BUNDLED = ("matrices", "templates")  # copied into cudabox/_data/ when a wheel is built (setup.py)
+
+
+def checkout_root() -> Path | None:
+    """The cudabox repository this package runs from (an editable install), or None (a wheel, an sdist's
+    install): only a checkout has images/ and .github/, the catalog's artefacts."""
+    root = _PACKAGE.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "matrices").is_dir() else None
+
+
 def _bundled(name: str) -> Path:
-    """matrices/ and templates/ live beside the package in a checkout, inside it in a wheel."""
-    for candidate in (_PACKAGE.parent / name, _PACKAGE / "_data" / name):
-        if candidate.is_dir():
-            return candidate
-    return _PACKAGE.parent / name
+    """matrices/ and templates/: inside the package in a wheel (cudabox/_data/), at the repository root in a
+    checkout. The wheel's copy wins: site-packages/ may hold some other distribution's `templates/`."""
+    inside = _PACKAGE / "_data" / name
+    if inside.is_dir():
+        return inside
+    root = checkout_root()
+    return (root or _PACKAGE.parent) / name
 
 
 def matrices_dir() -> Path:
@@ -26,7 +38,19 @@ def templates_dir() -> Path:
 
 
 def repo_root() -> Path:
-    return _PACKAGE.parent
+    """The checkout's root (see checkout_root); outside a checkout, where it would be (for messages)."""
+    return checkout_root() or _PACKAGE.parent
+
+
+def in_checkout(name: str, flag: str) -> Path:
+    """A repository artefact (images/, .github/...): InputError (exit 2) naming `flag` outside a checkout."""
+    root = checkout_root()
+    if root is None:
+        from .errors import InputError
+
+        raise InputError(f"{name} belongs to a cudabox checkout, and this cudabox is an installed package: "
+                         f"pass {flag}")
+    return root / name
 
 
 def catalog_dir() -> Path:

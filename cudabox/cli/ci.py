@@ -149,7 +149,7 @@ def _workflow_path(path: Path | None) -> Path:
     from .. import paths
     from ..ci.workflow import WORKFLOW
 
-    return Path(path) if path else paths.repo_root() / WORKFLOW
+    return Path(path) if path else paths.in_checkout(str(WORKFLOW), "--workflow PATH")
 
 
 @ci_app.command("workflow")

@@ -13,7 +13,7 @@ app = typer.Typer(
     epilog="Exit codes: 0 ok, 1 a check failed, 2 bad input, 3 unsatisfiable request, "
            "4 passed without a GPU (validate), 5 missing engine or runtime. Reference: docs/.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: fast start-up (no rich import for --help)
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -238,7 +238,7 @@ def index(result: Plan) -> str:
 
 
 def default_dir() -> Path:
-    return paths.catalog_dir()
+    return paths.in_checkout("images", "--output DIR")
 
 
 def _tag_prefix(entry: Entry) -> str:

@@ -1,0 +1,129 @@
+"""The installed package works outside the checkout (issue 15): the wheel and the sdist carry matrices/ and
+templates/ (as cudabox/_data/), and an install from the wheel into a fresh venv runs the daily commands.
+
+Builds go through pip (an isolated PEP 517 build, as `pip install .` does) and the install resolves the
+dependencies from the package index like a user's would (pip's cache keeps it quick): hence `network`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+
+pytestmark = pytest.mark.network
+
+DATA = ("matrices", "templates")
+
+
+def _tracked(directory: str) -> set[str]:
+    out = subprocess.run(["git", "ls-files", directory], cwd=REPO, capture_output=True, text=True, check=True)
+    return {line for line in out.stdout.splitlines() if line}
+
+
+def _pip(*args, cwd=None, timeout=600):
+    proc = subprocess.run([sys.executable, "-m", "pip", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"pip {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def _clean_env(tmp: Path) -> dict:
+    """No trace of the checkout or the dev venv: no PYTHONPATH, PATH without .venv/bin, own XDG dirs."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if not p.startswith(str(REPO)) and Path(p) != Path(sys.executable).parent)
+    for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        env[var] = str(tmp / "xdg" / var.lower())
+    env["CUDABOX_NO_HOST"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    _pip("wheel", "--no-deps", "-q", "-w", str(out), str(REPO))
+    (found,) = out.glob("cudabox-*.whl")
+    return found
+
+
+def test_wheel_carries_the_bundled_data(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for directory in DATA:
+        tracked = _tracked(directory)
+        assert tracked, f"git lists nothing under {directory}/"
+        missing = sorted(f"cudabox/_data/{path}" for path in tracked if f"cudabox/_data/{path}" not in names)
+        assert not missing, f"the wheel lacks {missing}"
+    assert not [n for n in names if n.startswith(("images/", "cudabox/_data/images"))], "images/ is a repo artefact"
+    assert not [n for n in names if n.startswith("tests/")]
+
+
+def test_sdist_builds_a_complete_wheel(tmp_path):
+    """The sdist carries matrices/ and templates/, and a wheel built from it (what pip does with an sdist)
+    has them inside the package."""
+    code = ("import sys; from setuptools import build_meta as b; "
+            f"print(b.build_sdist({str(tmp_path)!r}))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    sdist = tmp_path / proc.stdout.strip().splitlines()[-1]
+    with tarfile.open(sdist) as tf:
+        members = {m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name}
+    for directory in DATA:
+        assert _tracked(directory) <= members, f"the sdist lacks {sorted(_tracked(directory) - members)}"
+    assert "setup.py" in members and "MANIFEST.in" in members
+    assert not [m for m in members if m.startswith("images/")]
+
+    _pip("wheel", "--no-deps", "-q", "-w", str(tmp_path / "from-sdist"), str(sdist))
+    (built,) = (tmp_path / "from-sdist").glob("cudabox-*.whl")
+    names = set(zipfile.ZipFile(built).namelist())
+    assert {f"cudabox/_data/{p}" for d in DATA for p in _tracked(d)} <= names
+
+
+def test_installed_wheel_runs_outside_the_checkout(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    install = subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True,
+                             timeout=600)
+    assert install.returncode == 0, install.stderr
+    env = _clean_env(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "requirements.txt").write_text("torch==2.7.*\nnumpy\n")
+
+    def cudabox(*args, rc=0):
+        proc = subprocess.run([str(venv / "bin" / "cudabox"), *args], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == rc, f"cudabox {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    where = subprocess.run([str(py), "-c", "import cudabox, cudabox.paths as p; print(cudabox.__file__); "
+                                           "print(p.matrices_dir()); print(p.templates_dir())"],
+                           cwd=project, env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert all(line.startswith(str(venv)) for line in where), where  # the install's copy, not the checkout's
+
+    cudabox("init", "--yes")
+    assert (project / "cudabox.yaml").is_file() and (project / "cudabox.lock").is_file()
+    assert "torch" in cudabox("resolve").stdout
+    (project / "cudabox.lock").unlink()
+    cudabox("lock")
+    assert (project / "cudabox.lock").is_file()
+    dockerfile = cudabox("dockerfile").stdout
+    assert dockerfile.startswith("# Dockerfile generated by cudabox") and "torch==2.7" in dockerfile
+    assert "2.7" in cudabox("matrix", "show", "torch").stdout
+    assert "ok" in cudabox("matrix", "check").stdout
+    version = subprocess.run([str(py), "-m", "cudabox", "--version"], cwd=project, env=env, capture_output=True,
+                             text=True, timeout=60)
+    metadata = subprocess.run([str(py), "-c", "import importlib.metadata as m; print(m.version('cudabox'))"],
+                              cwd=project, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert version.returncode == 0 and version.stdout.strip() == f"cudabox {metadata}"  # one version source
+    # repository artefacts are refused with the flag to use instead, not written into site-packages
+    refused = cudabox("images", "check", rc=2)
+    assert "--output" in refused.stderr and "Traceback" not in refused.stderr
