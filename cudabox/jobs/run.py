@@ -203,18 +203,23 @@ def parse_env(opts: RunOptions, environ=os.environ) -> dict:
     return env
 
 
+LOOPBACK = "127.0.0.1"
+
+
 def parse_ports(specs: list[str]) -> tuple[list, dict]:
-    """-p [IP:][HOST:]CONTAINER[/proto] -> (exposed ports, bindings), as `docker run -p`."""
+    """-p [IP:][HOST:]CONTAINER[/proto] -> (exposed ports, bindings). Unlike `docker run -p`, a port without
+    an address is published on 127.0.0.1 only (a notebook server is not put on the network by accident; give
+    0.0.0.0 for that), and `-p 8888` means host port 8888 (IP::8888 for any free one)."""
     ports, bindings = [], {}
     for spec in specs:
         m = re.fullmatch(r"(?:(\d{1,3}(?:\.\d{1,3}){3}):)?(?:(\d*):)?(\d+)(?:/(tcp|udp|sctp))?", spec)
-        if not m:
-            raise InputError(f"-p {spec}: expected [IP:][HOST_PORT:]CONTAINER_PORT[/tcp|udp]")
+        if not m or not all(0 < int(p) < 65536 for p in (m.group(2), m.group(3)) if p):
+            raise InputError(f"-p {spec}: expected [IP:][HOST_PORT:]CONTAINER_PORT[/tcp|udp] (ports 1-65535)")
         ip, host_port, port, proto = m.groups()
         key = f"{port}/{proto or 'tcp'}"
         ports.append((int(port), proto or "tcp"))
-        host = int(host_port) if host_port else None
-        bindings.setdefault(key, []).append((ip, host) if ip else host)
+        host = int(port) if host_port is None else (int(host_port) if host_port else None)
+        bindings.setdefault(key, []).append((ip or LOOPBACK, host) if host else (ip or LOOPBACK,))
     return ports, {k: v if len(v) > 1 else v[0] for k, v in bindings.items()}
 
 
