@@ -121,9 +121,12 @@ def test_gpu_port_env_volume_parsing(tmp_path):
     assert cdi["Driver"] == "cdi" and cdi["DeviceIDs"] == ["nvidia.com/gpu=0", "nvidia.com/gpu=2"]
     with pytest.raises(InputError, match="not a GPU index"):
         parse_gpus("2 GPUs")
-    assert parse_ports(["8888", "127.0.0.1:6006:6006", "9000:9000/udp"]) == (
-        [(8888, "tcp"), (6006, "tcp"), (9000, "udp")],
-        {"8888/tcp": None, "6006/tcp": ("127.0.0.1", 6006), "9000/udp": 9000})
+    assert parse_ports(["8888", "127.0.0.1:6006:6006", "9000:9001/udp", "0.0.0.0::7000"]) == (
+        [(8888, "tcp"), (6006, "tcp"), (9001, "udp"), (7000, "tcp")],
+        {"8888/tcp": ("127.0.0.1", 8888), "6006/tcp": ("127.0.0.1", 6006), "9001/udp": ("127.0.0.1", 9000),
+         "7000/tcp": ("0.0.0.0",)})  # loopback unless an address is given; -p 8888 keeps the number
+    with pytest.raises(InputError, match="-p 70000"):
+        parse_ports(["70000"])
     assert parse_volume("data:/data:ro") == "data:/data:ro"
     assert parse_volume("./d:/d") == f"{Path.cwd() / 'd'}:/d:rw"
     with pytest.raises(InputError, match="-v /only"):
@@ -255,6 +258,42 @@ def test_detach_ps_logs_exec_stop(project, cli_env, docker_client):  # noqa: F81
         assert _leftovers(docker_client, name) == []
         assert cudabox("logs", name, cwd=project, env=cli_env).returncode == 2
     finally:
+        for c in docker_client.containers.list(all=True, filters={"name": name}):
+            c.remove(force=True)
+
+
+@pytest.mark.docker
+def test_notebook_shaped_job_is_reached_through_the_published_port(project, cli_env, docker_client):  # noqa: F811
+    """`cudabox run -p PORT -- <server>` (as `jupyter lab --ip 0.0.0.0`): the host reaches the server on
+    127.0.0.1:PORT, and only there; Ctrl-C ends it and leaves no container."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    name = f"{NAME}-notebook"
+    job = subprocess.Popen([str(CUDABOX), "run", "-p", str(port), "--name", name, "--", "python", "-m",
+                            "http.server", str(port), "--bind", "0.0.0.0"], cwd=project,
+                           env=dict(os.environ, **cli_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, body = time.monotonic() + 60, None
+        while body is None:
+            assert job.poll() is None, job.communicate()
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/hello.py", timeout=2).read().decode()
+            except OSError:
+                assert time.monotonic() < deadline, "the server never answered on the published port"
+                time.sleep(0.3)
+        assert "hello from the stack" in body  # served from the mounted project
+        bindings = docker_client.containers.get(name).attrs["HostConfig"]["PortBindings"]
+        assert bindings == {f"{port}/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]}
+        job.send_signal(signal.SIGINT)
+        job.wait(timeout=60)
+        assert _leftovers(docker_client, name) == []
+    finally:
+        if job.poll() is None:
+            job.kill()
         for c in docker_client.containers.list(all=True, filters={"name": name}):
             c.remove(force=True)
 

@@ -1,4 +1,4 @@
-"""`cudabox build`, `cudabox validate` and `cudabox images ls`: make the project's image and prove it works.
+"""`cudabox build`, `cudabox validate`, `cudabox images ls` and `images prune`: make the project's image and prove it works.
 
 Thin: parse, call cudabox.image.build / cudabox.image.validate, print. Heavy imports
 (docker, rich, jinja2) happen inside the commands.
@@ -96,25 +96,86 @@ def validate(
 
 @images_app.command("ls")
 def images_ls(json: bool = JSON):
-    """List the cudabox images in the Docker engine (stacks and projects) with their last validation."""
+    """List the cudabox images in the Docker engine: size, stack, the projects on this machine whose lock
+    uses it, when it last ran (`cudabox run`), and its last validation."""
     from ..engine import connect
-    from ..image.validate import list_images
+    from ..image.prune import inventory, short
+    from ..image.validate import load_report
 
     output.use_json(json)
-    rows = list_images(connect())
+    images, _ = inventory(connect())
+    reports = {i.image_id: load_report(i.image_id) for i in images}
     if json:
-        output.emit_json({"images": rows})
+        output.emit_json({"images": [dict(i.to_dict(), validation=reports[i.image_id].status
+                                          if reports[i.image_id] else None) for i in images]})
         return
-    import datetime
-
-    if not rows:
+    if not images:
         print("no cudabox images in this engine; build one with `cudabox build`")
         return
-    table = [("IMAGE", "KIND", "ID", "SIZE", "CREATED", "VALIDATION")]
-    for r in rows:
-        created = datetime.datetime.fromtimestamp(r["created"] or 0).strftime("%Y-%m-%d %H:%M")
-        table.append((", ".join(r["tags"]), r["kind"], r["image_id"].split(":")[-1][:12],
-                      f"{(r['size_bytes'] or 0) / 1e6:,.0f} MB", created, r["validation"] or "not validated"))
+    table = [("IMAGE", "KIND", "SIZE", "STACK", "PROJECTS", "LAST RUN", "VALIDATION")]
+    for i in images:
+        report = reports[i.image_id]
+        table.append((", ".join(i.tags), i.kind, f"{i.size / 1e6:,.0f} MB", i.stack or i.stack_hash[:12],
+                      ", ".join(short(p) for p in i.projects) or "-", _when(i.last_run),
+                      report.status if report else "not validated"))
+    _print_table(table)
+
+
+def _when(stamp) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M") if stamp else "never"
+
+
+def _print_table(table) -> None:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:  # plain aligned text: never cut, whatever the terminal width (pipes, CI logs)
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+@images_app.command("prune")
+def images_prune(
+        yes: bool = typer.Option(False, "--yes", "-y", help="Remove them (without it: print what would go and the "
+                                                            "space it frees; nothing is removed)."),
+        unused_days: float = typer.Option(None, "--unused-days", metavar="N", min=0,
+                                          help="Also remove referenced images not run (nor built) for N days."),
+        builder_cache: bool = typer.Option(False, "--builder-cache", help="Also drop the engine's unused build "
+                                                                         "cache (all of it, not only cudabox's)."),
+        match: list[str] = typer.Option(None, "--match", metavar="GLOB",
+                                        help="Only images with a tag matching GLOB (cudabox/myproj:*); repeatable."),
+        json: bool = JSON):
+    """Remove cudabox images no project on this machine uses (their lock is gone or changed). Dry run unless
+    --yes; never touches images cudabox didn't build, nor ones a container or a kept image uses."""
+    from ..engine import connect
+    from ..image import prune
+
+    output.use_json(json)
+    engine = connect()
+    images, chains = prune.inventory(engine)
+    result = prune.plan(images, chains, unused_days=unused_days, match=tuple(match or ()))
+    cache = engine.build_cache() if builder_cache else None
+    removed, failed = [], []
+    if yes:
+        for image, why in prune.remove(engine, result.remove):
+            (failed if why else removed).append((image, why))
+        if builder_cache:
+            cache = engine.build_cache(prune=True)
+    if json:
+        obj = dict(result.to_dict(), dry_run=not yes, builder_cache_bytes=cache,
+                   removed=[i.image_id for i, _ in removed], failed=[{"image_id": i.image_id, "why": w}
+                                                                    for i, w in failed])
+        output.emit_json(obj)
+    else:
+        verb = "removed" if yes else "would remove"
+        for image in result.remove:
+            print(f"{verb}: {', '.join(image.tags)} ({image.kind}, {image.size / 1e6:,.0f} MB)")
+        for image, why in result.keep:
+            print(f"keep: {', '.join(image.tags)} ({why})")
+        for image, why in failed:
+            print(f"could not remove {', '.join(image.tags)}: {why}")
+        line = f"{verb} {len(result.remove)} image(s), freeing {result.freed / 1e6:,.0f} MB"
+        if cache is not None:
+            line += f"; build cache: {cache / 1e6:,.0f} MB {'freed' if yes else 'reclaimable'}"
+        print(line + ("" if yes or not (result.remove or cache) else "; run again with --yes to remove"))
+    if failed:
+        raise typer.Exit(1)

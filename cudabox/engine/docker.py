@@ -288,6 +288,30 @@ class DockerEngine:
                 found[image["Id"]] = image
         return list(found.values())
 
+    # ----------------------------------------------------------------- disk
+
+    def image_chains(self) -> dict[str, tuple[int, tuple[str, ...]]]:
+        """Every image of the engine (not only cudabox's): its size and its layers' diff IDs, bottom first."""
+        out = {}
+        for summary in self.client.api.images():
+            info = self.image(summary["Id"])
+            if info is not None:  # removed meanwhile
+                out[info["Id"]] = (int(info.get("Size") or 0), tuple((info.get("RootFS") or {}).get("Layers") or ()))
+        return out
+
+    def image_users(self) -> dict[str, int]:
+        users: dict[str, int] = {}
+        for c in self.client.api.containers(all=True):
+            users[c.get("ImageID", "")] = users.get(c.get("ImageID", ""), 0) + 1
+        return users
+
+    def build_cache(self, *, prune: bool = False) -> int:
+        """Build cache no build uses now (`docker system df`); with prune, `docker builder prune` it."""
+        if prune:
+            return int(self.client.api.prune_builds().get("SpaceReclaimed") or 0)
+        records = self.client.api.df().get("BuildCache") or ()
+        return sum(int(r.get("Size") or 0) for r in records if not r.get("InUse"))
+
     # ----------------------------------------------------------------- builds
 
     def build(self, req: BuildRequest, on_event: Callable[[Event], None],

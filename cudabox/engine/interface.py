@@ -136,6 +136,11 @@ class Engine(Protocol):
     def build(self, req: BuildRequest, on_event: Callable[[Event], None],
               on_line: Callable[[str], None] | None = None) -> str: ...
 
+    # disk (images ls / prune)
+    def image_chains(self) -> dict[str, tuple[int, tuple[str, ...]]]: ...  # every image: id -> (size, layers)
+    def image_users(self) -> dict[str, int]: ...  # image id -> containers (any state) made from it
+    def build_cache(self, *, prune: bool = False) -> int: ...  # bytes no build uses; prune: drop them
+
     # one-shot commands (validate)
     def run(self, image: str, command: list[str], *, gpus: GpuAccess | None = None, timeout: float = 900,
             environment: dict | None = None) -> RunResult: ...

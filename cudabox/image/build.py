@@ -98,6 +98,9 @@ def ensure_image(project_dir=".", *, lock: Lock | None = None, plain: bool = Fal
     if lock is None:
         check_lock(project_dir)
         lock = read_lock(project_dir)
+    from ..lock.known import remember_project
+
+    remember_project(Path(project_dir))
     engine = engine or connect(docker)
     from ..knowledge.loader import load
 

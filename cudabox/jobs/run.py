@@ -366,6 +366,10 @@ def run(opts: RunOptions) -> int:
         if not access.available:
             raise EnvironmentProblem(f"--gpus {gpus}: {access.reason}", hint=GPU_FIX)
     spec = container_spec(opts, lock, image, gpus)
+    from ..lock.known import mark_run, remember_project
+
+    remember_project(opts.project)
+    mark_run(image["Id"])  # `cudabox images ls` shows it; `images prune --unused-days` reads it
     refused = set(_refused_limits().get("names", []))
     while True:
         spec.ulimits = tuple(u for u in spec.ulimits if u[0] not in refused)

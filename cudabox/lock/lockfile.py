@@ -89,6 +89,9 @@ def make_lock(spec: ProjectSpec, stack: Stack, others: list[str]) -> Lock:
 def write_lock(lock: Lock, directory: Path) -> Path:
     path = Path(directory) / LOCK_FILE
     write_atomic(path, lock.to_json())
+    from .known import remember_project
+
+    remember_project(Path(directory))  # `cudabox images` says which projects use an image; prune keeps them
     return path
 
 
