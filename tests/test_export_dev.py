@@ -106,3 +106,11 @@ def test_compose_options(project, tmp_path_factory):
     assert "deploy" not in none["services"]["demo-proj"] and _errors(COMPOSE, none) == []
     assert "--gpus lots" in run_cli("export", "compose", "--gpus", "lots", cwd=project, check=2).stderr
     assert "-p 99999" in run_cli("export", "compose", "-p", "99999", cwd=project, check=2).stderr
+
+
+def test_compose_project_name_is_one_compose_accepts(tmp_path):
+    (tmp_path / "cudabox.yaml").write_text('name: demo.proj_2\ncuda: "12.8"\n')
+    run_cli("lock", cwd=tmp_path, check=0)
+    doc = yaml.safe_load(run_cli("export", "compose", "-o", "-", cwd=tmp_path, check=0).stdout)
+    assert doc["name"] == "demo-proj_2" and list(doc["services"]) == ["demo-proj_2"]
+    assert _errors(COMPOSE, doc) == []

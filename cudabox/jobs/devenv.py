@@ -126,7 +126,8 @@ def compose(lock, image: str, *, command: list[str] | None = None, gpus: str = "
         service["deploy"] = {"resources": {"reservations": {"devices": devices}}}
     if command:
         service["command"] = list(command)
-    name = repo_name(lock.project.name)
+    # Compose project names: lowercase letters, digits, '-' and '_', starting with a letter or digit
+    name = re.sub(r"[^a-z0-9_-]+", "-", repo_name(lock.project.name)).strip("-_") or "project"
     return {"name": name, "services": {name: service}}
 
 
