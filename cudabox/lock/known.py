@@ -46,6 +46,8 @@ def known_projects() -> list[Path]:
             continue
         if (directory / "cudabox.lock").is_file():
             out.append(directory)
+        elif not directory.exists():  # the project is gone for good: forget it
+            path.unlink(missing_ok=True)
     return out
 
 
