@@ -21,6 +21,11 @@ from tests.support import REPO
 pytestmark = pytest.mark.network
 
 DATA = ("matrices", "templates")
+# pip's and uv's caches of the developer or CI (read before conftest points XDG_CACHE_HOME at a tmp dir):
+# downloads are reused across runs, the installs themselves are real
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+CACHES = {"PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or str(_CACHE / "pip"),
+          "UV_CACHE_DIR": os.environ.get("UV_CACHE_DIR") or str(_CACHE / "uv")}
 
 
 def _tracked(directory: str) -> set[str]:
@@ -30,7 +35,7 @@ def _tracked(directory: str) -> set[str]:
 
 def _pip(*args, cwd=None, timeout=600):
     proc = subprocess.run([sys.executable, "-m", "pip", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=dict(os.environ, **CACHES))
     assert proc.returncode == 0, f"pip {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -43,7 +48,7 @@ def _clean_env(tmp: Path) -> dict:
     for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
         env[var] = str(tmp / "xdg" / var.lower())
     env["CUDABOX_NO_HOST"] = "1"
-    return env
+    return dict(env, **CACHES)
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +93,10 @@ def test_sdist_builds_a_complete_wheel(tmp_path):
 
 def test_installed_wheel_runs_outside_the_checkout(wheel, tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # no pip inside (ensurepip is the slow part of a venv): this pip installs into it (`pip --python`)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
-    install = subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True,
-                             timeout=600)
-    assert install.returncode == 0, install.stderr
+    _pip("--python", str(py), "install", "-q", str(wheel))
     env = _clean_env(tmp_path)
     project = tmp_path / "project"
     project.mkdir()
@@ -127,3 +131,30 @@ def test_installed_wheel_runs_outside_the_checkout(wheel, tmp_path):
     # repository artefacts are refused with the flag to use instead, not written into site-packages
     refused = cudabox("images", "check", rc=2)
     assert "--output" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_uv_tool_install_of_the_wheel(wheel, tmp_path):
+    """`uv tool install cudabox-*.whl` (uv from PyPI): its own venv, `cudabox` on the tool bin dir."""
+    tools = tmp_path / "uv-pkg"
+    _pip("install", "-q", "--target", str(tools), "uv")
+    env = _clean_env(tmp_path)
+    env.update(UV_TOOL_DIR=str(tmp_path / "tools"), UV_TOOL_BIN_DIR=str(tmp_path / "bin"),
+               UV_PYTHON_DOWNLOADS="never", UV_NATIVE_TLS="1")
+    if os.environ.get("PIP_CERT"):  # the CA bundle pip is told to trust (a TLS-inspecting proxy)
+        env.setdefault("SSL_CERT_FILE", os.environ["PIP_CERT"])
+    install = subprocess.run([str(tools / "bin" / "uv"), "tool", "install", "--python", sys.executable, str(wheel)],
+                             env=env, capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "cudabox.yaml").write_text('name: uv-tool\ncuda: "12.8"\n')
+    exe = str(tmp_path / "bin" / "cudabox")
+    for args in (["lock"], ["dockerfile"], ["matrix", "check"]):
+        proc = subprocess.run([exe, *args], cwd=project, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"cudabox {' '.join(args)}: {proc.stderr}"
+    assert "FROM " in proc.stdout or "ok" in proc.stdout
+    where = subprocess.run([str(tmp_path / "tools" / "cudabox" / "bin" / "python"), "-c",
+                            "import cudabox.paths as p; print(p.templates_dir())"], cwd=project, env=env,
+                           capture_output=True,
+                           text=True, check=True).stdout
+    assert where.startswith(str(tmp_path / "tools"))
