@@ -134,3 +134,14 @@ def test_prune_unused_days_and_the_lock_going_away(setup, docker_client):  # noq
     run_cli("images", "prune", "--yes", *match, env=env, check=0)
     assert not _present(docker_client, tags["project"]) and not _present(docker_client, tags["stack"])
     assert _present(docker_client, tags["foreign"]) and _present(docker_client, tags["nolabel"])
+
+
+def test_prune_reports_the_builder_cache_on_request(setup):
+    """The reclaimable build cache is reported in the dry run (not dropped here: the engine is shared)."""
+    env, _, _, _, match = setup
+    plain = json.loads(run_cli("images", "prune", "--json", *match, env=env, check=0).stdout)
+    assert plain["builder_cache_bytes"] is None
+    dry = json.loads(run_cli("images", "prune", "--json", "--builder-cache", *match, env=env, check=0).stdout)
+    assert isinstance(dry["builder_cache_bytes"], int) and dry["builder_cache_bytes"] >= 0
+    text = run_cli("images", "prune", "--builder-cache", *match, env=env, check=0).stdout
+    assert "MB reclaimable" in text and "run again with --yes" in text

@@ -106,8 +106,9 @@ def images_ls(json: bool = JSON):
     images, _ = inventory(connect())
     reports = {i.image_id: load_report(i.image_id) for i in images}
     if json:
-        output.emit_json({"images": [dict(i.to_dict(), validation=reports[i.image_id].status
-                                          if reports[i.image_id] else None) for i in images]})
+        output.emit_json({"images": [dict(i.to_dict(), validation=r.status if r else None,
+                                          validated_at=r.validated_at if r else None)
+                                     for i, r in ((i, reports[i.image_id]) for i in images)]})
         return
     if not images:
         print("no cudabox images in this engine; build one with `cudabox build`")

@@ -13,8 +13,9 @@ from . import output
 from .options import COMMAND, IMAGE, JSON, NODES, PARTITION, PROJECT, REGISTRY, TIME, TRANSPORT
 from .root import app
 
-export_app = typer.Typer(help="Print what runs the project on a cluster (an sbatch script, a Kubernetes Job) "
-                              "without submitting it.", no_args_is_help=True, rich_markup_mode=None)
+export_app = typer.Typer(help="Write what runs the project elsewhere: on a cluster (an sbatch script, a Kubernetes "
+                              "Job; nothing is submitted), in an editor (devcontainer), in Compose.",
+                         no_args_is_help=True, rich_markup_mode=None)
 fleet_app = typer.Typer(help="Plan stacks for a fleet of GPU nodes (docs/fleet.md).", no_args_is_help=True,
                         rich_markup_mode=None)
 app.add_typer(export_app, name="export")

@@ -211,24 +211,3 @@ def print_summary(report: Report, console=None) -> None:
 
 def _fraction(value) -> str:
     return f" = {value * 100:.0f}% of peak" if isinstance(value, (int, float)) else ""
-
-
-# --------------------------------------------------------------------------- images ls
-
-
-def list_images(engine) -> list[dict]:
-    """Built cudabox images (tagged ones), newest first, with their last validation status."""
-    rows = []
-    for image in engine.images():
-        tags = [t for t in image.get("RepoTags") or () if t != "<none>:<none>"]
-        if not tags:
-            continue
-        labels = image.get("Labels") or {}
-        report = load_report(image["Id"])
-        rows.append({"tags": sorted(tags), "kind": "project" if labels.get("io.cudabox.project") else "stack",
-                     "project": labels.get("io.cudabox.project"), "image_id": image["Id"],
-                     "size_bytes": image.get("Size"), "created": image.get("Created"),
-                     "stack_hash": labels.get("io.cudabox.stack.hash"),
-                     "validation": report.status if report else None,
-                     "validated_at": report.validated_at if report else None})
-    return sorted(rows, key=lambda r: r["created"] or 0, reverse=True)
