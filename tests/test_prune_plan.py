@@ -49,3 +49,22 @@ def test_plan_unused_days_and_match():
     both = plan(images, {i.image_id: (1, (i.image_id,)) for i in images}, unused_days=5, at=12 * day,
                 match=("cudabox/s2:*", "cudabox/idle:*"))
     assert {i.image_id for i in both.remove} == {"idle", "s2"}
+
+
+def test_projects_are_remembered_when_their_lock_is_written_and_forgotten_when_gone(tmp_path):
+    import shutil
+
+    from cudabox.lock.known import known_projects
+    from tests.support import run_cli
+
+    by_init, by_lock = tmp_path / "a", tmp_path / "b"
+    by_init.mkdir()
+    by_lock.mkdir()
+    run_cli("init", "--yes", "--cuda", "12.8", by_init, check=0)
+    (by_lock / "cudabox.yaml").write_text('name: b\ncuda: "12.8"\n')
+    run_cli("lock", cwd=by_lock, check=0)
+    assert known_projects() == sorted([by_init.resolve(), by_lock.resolve()])
+    (by_lock / "cudabox.lock").unlink()  # no lock: not listed (but remembered: it may come back)
+    assert known_projects() == [by_init.resolve()]
+    shutil.rmtree(by_init)
+    assert known_projects() == []

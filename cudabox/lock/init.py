@@ -82,4 +82,8 @@ def write_plan(plan: Plan) -> list[Path]:
         path = plan.directory / name
         write_atomic(path, content)
         written.append(path)
+    if LOCK_FILE in plan.files:
+        from .known import remember_project
+
+        remember_project(plan.directory)  # `cudabox images` says which projects use an image
     return written

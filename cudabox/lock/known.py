@@ -48,7 +48,7 @@ def known_projects() -> list[Path]:
             out.append(directory)
         elif not directory.exists():  # the project is gone for good: forget it
             path.unlink(missing_ok=True)
-    return out
+    return sorted(out)
 
 
 def mark_run(image_id: str) -> None:
