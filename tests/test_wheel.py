@@ -8,6 +8,7 @@ dependencies from the package index like a user's would (pip's cache keeps it qu
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -52,9 +53,23 @@ def _clean_env(tmp: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def source(tmp_path_factory) -> Path:
+    """The checkout's files as git sees them (tracked and new, not ignored), working-tree content: builds
+    happen there, so no stale build/ of the checkout leaks into the wheel and nothing is written into it."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                         capture_output=True, check=True).stdout.decode().split("\0")
+    root = tmp_path_factory.mktemp("src") / "cudabox-src"
+    for rel in filter(None, out):
+        if (REPO / rel).is_file():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, root / rel)
+    return root
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory, source) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    _pip("wheel", "--no-deps", "-q", "-w", str(out), str(REPO))
+    _pip("wheel", "--no-deps", "-q", "-w", str(out), str(source))
     (found,) = out.glob("cudabox-*.whl")
     return found
 
@@ -70,12 +85,12 @@ def test_wheel_carries_the_bundled_data(wheel):
     assert not [n for n in names if n.startswith("tests/")]
 
 
-def test_sdist_builds_a_complete_wheel(tmp_path):
+def test_sdist_builds_a_complete_wheel(tmp_path, source):
     """The sdist carries matrices/ and templates/, and a wheel built from it (what pip does with an sdist)
     has them inside the package."""
     code = ("import sys; from setuptools import build_meta as b; "
             f"print(b.build_sdist({str(tmp_path)!r}))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=source, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     sdist = tmp_path / proc.stdout.strip().splitlines()[-1]
     with tarfile.open(sdist) as tf:
