@@ -11,8 +11,8 @@ import typer
 
 from . import output
 from .cluster import export_app
+from .options import PROJECT
 
-PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR", help="Project directory (holds cudabox.lock).")
 CHECK = typer.Option(False, "--check", help="Write nothing; exit 1 when the file differs from what would be "
                                             "written (stale after `cudabox lock`).")
 IMAGE = typer.Option(None, "--image", metavar="REF", help="Use this image instead of the project's "
