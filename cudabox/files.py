@@ -40,8 +40,23 @@ class Seq(list):
         return self.item_lines[index] if index < len(self.item_lines) else self.line
 
 
+class Number(float):
+    """An unquoted YAML number that keeps its text: `python: 3.10` means "3.10", not 3.1."""
+
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text or float.__repr__(self)
+
+
 class _Loader(_BaseLoader):
     pass
+
+
+def _construct_float(loader, node):
+    value = Number(loader.construct_yaml_float(node))
+    value.text = str(node.value)
+    return value
 
 
 def _construct_mapping(loader, node):
@@ -71,6 +86,7 @@ def _construct_sequence(loader, node):
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 
 
 def display_path(path: Path) -> str:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cudabox.project.detect import conda_requirement, detect
+from cudabox.project.detect import conda_requirement
+from cudabox.project.survey import detect
 from cudabox.project.pyproject import poetry_constraint
 from cudabox.errors import InputError
 from tests.support import REPO
@@ -35,7 +36,7 @@ def test_requirements_with_include_index_and_local_version(tmp_path):
     assert found.extra_index_urls == ["https://download.pytorch.org/whl/cu121"]
     assert found.cuda == "12.1" and found.cuda_from.startswith("requirements.txt:1")
     assert any("CUDA 12.1 build" in n for n in found.notes)  # the local version, explained
-    assert found.requirements_file == "requirements.txt"  # spec.py reads it the same way: referenced
+    assert found.references == ["requirements.txt"]  # spec.py reads it the same way: referenced
     assert found.frameworks == {"torch": "torch==2.1.0+cu121"}
 
 
@@ -52,11 +53,12 @@ def test_requirements_that_spec_cannot_reference_are_inlined_with_notes(tmp_path
     write(tmp_path, {"requirements.txt": "-e .\ntensorflow-gpu==2.15.*\nfoo @ https://x.org/foo.whl\n"
                                          "bar==1.0 --hash=sha256:abc\n"})
     found = detect(tmp_path)
-    assert found.requirements == ["tensorflow==2.15.*", "bar==1.0"]
-    assert found.requirements_file is None
+    # a URL requirement is kept and installed as written (issue #12); the rename and -e . are notes
+    assert found.requirements == ["tensorflow==2.15.*", "foo @ https://x.org/foo.whl", "bar==1.0"]
+    assert found.references == []
     notes = "\n".join(found.notes)
     assert "editable install" in notes and "pip install -e ." in notes
-    assert "installs from a URL" in notes and "tensorflow-gpu is tensorflow" in notes
+    assert "tensorflow-gpu is tensorflow" in notes
 
 
 def test_continued_lines_keep_their_line_numbers(tmp_path):
@@ -120,12 +122,13 @@ url = "https://download.pytorch.org/whl/cu124"
 priority = "explicit"
 """})
     found = detect(tmp_path)
-    assert found.requirements == ["torch<3.0,>=2.4", "numpy<1.27,>=1.26"]
+    assert found.requirements == ["torch<3.0,>=2.4", "numpy<1.27,>=1.26",
+                                  "mylib @ git+https://github.com/x/mylib.git"]
     assert found.python == ">=3.11,<4.0"
     assert found.extra_index_urls == ["https://download.pytorch.org/whl/cu124"] and found.cuda == "12.4"
     assert found.origins["torch<3.0,>=2.4"] == "pyproject.toml:6"
     notes = "\n".join(found.notes)
-    assert "mylib comes from git" in notes and "extra-thing is optional" in notes and "groups (dev)" in notes
+    assert "extra-thing is optional" in notes and "groups (dev)" in notes
 
 
 def test_poetry_alternatives_are_an_error_with_line(tmp_path):
@@ -200,6 +203,23 @@ dependencies:
     assert found.extra_index_urls == ["https://example.org/simple"]
     notes = "\n".join(found.notes)
     assert "conda's pytorch is torch" in notes and "cudnn comes with the stack" in notes and "channels" in notes
+
+
+def test_conda_cuda_builds_cudnn_and_bare_git_pip_lines(tmp_path):
+    write(tmp_path, {"environment.yml": """dependencies:
+  - python=3.10
+  - jaxlib=0.4.31=cuda120py310h1234567_200
+  - cudnn=8.9
+  - pip:
+      - git+https://github.com/google/flax.git
+      - -e git+https://github.com/org/tool.git@v2#egg=tool&subdirectory=python
+""", "conda.yaml": "name: other\ndependencies: [scipy]\n"})
+    found = detect(tmp_path)
+    assert found.cuda == "12" and "CUDA 12 build" in found.cuda_from
+    assert found.cudnn == "8" and found.python == "3.10"
+    assert found.requirements == ["jax==0.4.31", "flax @ git+https://github.com/google/flax.git",
+                                  "tool @ git+https://github.com/org/tool.git@v2#subdirectory=python"]
+    assert found.unused == ["conda.yaml: environment.yml was read (one conda environment per project)"]
 
 
 def test_environment_yml_errors(tmp_path):

@@ -71,7 +71,10 @@ def test_init_keeps_the_projects_dockerignore_and_reports_json(tmp_path):
 def test_init_without_anything_to_resolve_says_what_to_add(tmp_path):
     proc = run_cli("init", "--yes", tmp_path, check=2)
     assert "--cuda" in proc.stderr
-    assert not (tmp_path / "cudabox.yaml").exists()  # nothing written when resolution fails
+    # issue #12: the user is never left empty-handed: the commented template, the reason at its top, no lock
+    text = (tmp_path / "cudabox.yaml").read_text()
+    assert text.startswith("# NOT LOCKED YET") and "nothing to resolve" in text and "--with torch" in text
+    assert not (tmp_path / "cudabox.lock").exists()
 
 
 def test_run_usage_errors(tmp_path):

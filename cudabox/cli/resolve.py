@@ -37,7 +37,7 @@ def _spec(directory: Path, with_: list[str] | None, **flags):
         values["allow_forward_compat"] = True
     if with_:
         return spec_from_flags(directory, list(with_), **values)
-    return replace(load_spec(directory), **values)
+    return replace(load_spec(directory, has_with=with_ is not None), **values)  # lock has no --with
 
 
 def _resolution(directory, with_, no_host, eol, **flags):
@@ -54,7 +54,7 @@ def resolve(with_: list[str] = WITH, python: str = PYTHON, gpu: list[str] = GPU,
             project: Path = DIRECTORY):
     """Pick the stack for a project and say why (exit 3 with the reasons when none exists)."""
     output.use_json(json)
-    res = _resolution(project, with_, no_host, allow_eol_images, python=python, gpu=gpu, driver=driver,
+    res = _resolution(project, with_ or [], no_host, allow_eol_images, python=python, gpu=gpu, driver=driver,
                       cuda=cuda, cudnn=cudnn, flavour=flavour, forward=allow_forward_compat)
     stack = res.stack
     if json:
@@ -67,6 +67,7 @@ def resolve(with_: list[str] = WITH, python: str = PYTHON, gpu: list[str] = GPU,
 
 
 def print_stack(stack, others=()) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     con = output.console()
@@ -83,14 +84,14 @@ def print_stack(stack, others=()) -> None:
         rows.append(("index", url))
     rows += [("requires", stack.requirement), ("min driver", f"{stack.min_driver or '—'} ({stack.driver_mode})"),
              ("stack", stack.hash[:12])]
-    for key, value in rows:
-        table.add_row(key, value)
+    for key, value in rows:  # escaped: `ray[cgraph]` is an extra, not rich markup
+        table.add_row(key, escape(str(value)))
     con.print(table)
     con.print("[bold]Why[/]")
     for line in stack.why:
-        con.print(f"  • {line}")
+        con.print(f"  • {escape(line)}")
     for line in stack.warnings:
-        con.print(f"  [yellow]! {line}[/]")
+        con.print(f"  [yellow]! {escape(line)}[/]")
 
 
 @app.command()

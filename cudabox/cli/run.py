@@ -149,41 +149,67 @@ def stop(jobs_: list[str] = typer.Argument(..., metavar="NAME..."), keep: bool =
 
 @app.command()
 def init(path: Path = typer.Argument(Path("."), help="Project directory."),
-         yes: bool = typer.Option(False, "--yes", "-y", help="No questions."),
+         yes: bool = typer.Option(False, "--yes", "-y",
+                                  help="No questions: write the files, take the GPU requirements variant."),
          force: bool = typer.Option(False, "--force", help="Overwrite cudabox.yaml, cudabox.lock, .dockerignore."),
+         with_: list[str] = typer.Option(None, "--with", metavar="REQ",
+                                         help="A requirement to add to what was detected (repeatable)."),
+         from_: Path = typer.Option(None, "--from", metavar="FILE",
+                                    help="Read only this dependency file instead of detecting."),
+         extra: list[str] = typer.Option(None, "--extra", metavar="NAME",
+                                         help="Include this optional-dependency group of pyproject.toml "
+                                              "(repeatable)."),
          gpu: list[str] = typer.Option(None, "--gpu", "-g", metavar="GPU", help="A GPU the image must run on."),
          driver: str = typer.Option(None, "--driver", metavar="VERSION", help="Oldest driver it must run on."),
          python: str = typer.Option(None, "--python", metavar="SPEC", help="Python version or specifier."),
          cuda: str = typer.Option(None, "--cuda", metavar="SPEC", help="CUDA version (projects with no framework)."),
          no_host: bool = NO_HOST, json: bool = JSON):
-    """Detect what the project needs, resolve, and write cudabox.yaml, cudabox.lock and .dockerignore."""
+    """Detect what the project needs, resolve, and write cudabox.yaml, cudabox.lock and .dockerignore.
+
+    When it can't resolve (exit 2 or 3) it still writes cudabox.yaml, with the reasons at the top."""
     import sys
 
-    from ..project.detect import detect
-    from ..lock.init import plan_init, write_plan
+    from ..lock.init import detect_or_report, plan_init, write_plan
 
     output.use_json(json)
-    found = detect(path)
+    interactive = not yes and not json and sys.stdin.isatty()
+    choose = _choose_variant if interactive else None
+    found, error = detect_or_report(path, from_file=from_, with_=tuple(with_ or ()), extras=tuple(extra or ()),
+                                    choose=choose)
     plan = plan_init(path, found, python=python, cuda=cuda, gpus=tuple(gpu or ()), driver=driver, no_host=no_host,
-                     force=force)
+                     force=force, error=error)
     res = plan.resolution
     if json:
         written = write_plan(plan)
-        output.emit_json({"detected": {"sources": found.sources, "requirements": found.requirements,
-                                       "python": found.python, "cuda": found.cuda, "notes": found.notes,
-                                       "extra_index_urls": found.extra_index_urls},
-                          "host": res.host.describe(), "assumed": plan.assumed, "stack": res.stack.to_dict(),
-                          "written": [str(p) for p in written], "kept": plan.kept})
-        return
+        output.emit_json({"detected": found.to_dict(), "host": res.host.describe() if res else None,
+                          "assumed": plan.assumed, "stack": res.stack.to_dict() if res else None,
+                          "written": [str(p) for p in written], "kept": plan.kept,
+                          "error": str(plan.error) if plan.error else None,
+                          "reasons": getattr(plan.error, "reasons", None)})
+        raise typer.Exit(plan.error.exit_code if plan.error else 0)
     _print_plan(plan)
-    if not yes and sys.stdin.isatty() and not typer.confirm(f"Write {', '.join(plan.files)}?", default=True):
+    if plan.error is None and interactive and not typer.confirm(f"Write {', '.join(plan.files)}?", default=True):
         print("nothing written")
         raise typer.Exit(1)
     written = write_plan(plan)
     con = output.console()
     con.print("wrote " + ", ".join(p.name for p in written) + (f"; kept your {', '.join(plan.kept)}" if plan.kept
                                                                  else ""))
+    if plan.error is not None:
+        con.print("[yellow]not locked:[/] the reasons are at the top of cudabox.yaml; edit it, then "
+                  "[bold]cudabox lock[/]")
+        raise plan.error
+    if not found.requirements:
+        con.print("no packages found: add them under `requirements:` in cudabox.yaml "
+                  "(or rerun with --force --with torch), then [bold]cudabox lock[/]")
     con.print("next: [bold]cudabox build[/], then [bold]cudabox run -- python your_script.py[/]")
+
+
+def _choose_variant(variants: list[str], default: str) -> str:
+    for i, name in enumerate(variants, 1):
+        print(f"  {i}. {name}")
+    answer = typer.prompt("Which requirements file does the image need?", default=str(variants.index(default) + 1))
+    return variants[int(answer) - 1] if answer.isdigit() and 0 < int(answer) <= len(variants) else answer
 
 
 def _print_plan(plan) -> None:
@@ -195,12 +221,20 @@ def _print_plan(plan) -> None:
     con.print(f"[bold]Read[/] {e(', '.join(found.sources)) or 'no dependency files'}")
     for req in found.requirements:
         con.print(f"  {e(req)}  [dim]{e(found.origins[req])}[/]")
-    if found.python:
-        con.print(f"  python {e(found.python)}  [dim]{e(found.python_from)}[/]")
-    if found.cuda:
-        con.print(f"  CUDA {found.cuda}  [dim]{e(found.cuda_from)}[/]")
+    for what, value, where in (("python", found.python, found.python_from), ("CUDA", found.cuda, found.cuda_from),
+                               ("cuDNN", found.cudnn, found.cudnn_from)):
+        if value:
+            con.print(f"  {what} {e(value)}  [dim]{e(where)}[/]")
+    if found.system_packages:
+        con.print(f"  apt: {e(' '.join(found.system_packages))}")
+    for step in found.run:
+        con.print(f"  run: {e(step)}")
     for note in found.notes:
         con.print(f"  [yellow]note:[/] {e(note)}")
+    for unused in found.unused:
+        con.print(f"  [dim]not used:[/] {e(unused)}")
+    if plan.error is not None:
+        return  # the error and its reasons follow (and are at the top of the cudabox.yaml written)
     con.print(f"[bold]Host:[/] {e(plan.resolution.host.describe())}")
     for line in plan.assumed:
         con.print(f"  [yellow]assumed:[/] {e(line)}")

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from .. import paths
 from ..errors import InputError
 from ..lock.lockfile import Lock
-from ..project.spec import APT_PACKAGE, CONTAINER_PATH, ENV_NAME, NAME, URL, parse_requirement
+from ..project.spec import APT_PACKAGE, CONTAINER_PATH, ENV_NAME, NAME, URL, needs_git, parse_requirement
 from ..resolve.stack import Stack
 from ..knowledge.values import IMAGE_FLAVOURS
 
@@ -191,7 +191,9 @@ def _project_values(lock: Lock, stack: Stack, stack_labels: dict, runtime_base: 
             raise InputError(f"run step {i}: commands must be text without NUL bytes")
     requirements_txt(lock, stack)  # validates every line before anything is written
     own = {"org.opencontainers.image.title": name, "io.cudabox.project": name, "io.cudabox.lock.hash": lock.hash}
-    return dict(name=name, system_packages=list(p.system_packages), env=env, workdir=workdir.rstrip("/"),
+    system = list(p.system_packages) + (["git"] if needs_git(p.requirements) and not any(
+        s.split("=")[0] == "git" for s in p.system_packages) else [])  # pip clones git+ requirements
+    return dict(name=name, system_packages=system, env=env, workdir=workdir.rstrip("/"),
                 run=list(p.run), has_requirements=bool(p.requirements), labels=sorted(own.items()),
                 final_labels=runtime_base and sorted(  # devel: the runtime stage carries every label
                     {**stack_labels, **own, "org.opencontainers.image.base.name": runtime_base}.items()))

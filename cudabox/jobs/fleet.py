@@ -248,7 +248,7 @@ def request_for(project: Path, m: Matrix, with_, python, cuda) -> Request | None
     if with_:
         return request_from_spec(spec_from_flags(project, list(with_), **values), m)
     if (Path(project) / SPEC_FILE).exists():
-        spec = replace(load_spec(project), gpus=(), driver=None, **values)
+        spec = replace(load_spec(project, has_with=True), gpus=(), driver=None, **values)  # fleet plan has --with
         return request_from_spec(spec, m)
     if values.get("cuda"):
         return Request(python=values.get("python"), cuda=values["cuda"])

@@ -1,9 +1,11 @@
 """`cudabox init`'s file plan: a commented cudabox.yaml, cudabox.lock and a .dockerignore.
 
-Everything is computed first (detection, host, resolution) and written only
-when all of it succeeded, each file atomically: a failed or refused init
-leaves the project exactly as it was. Existing files are never overwritten
-without `force`; an existing .dockerignore is the project's own and is kept.
+Everything is computed first (detection, host, resolution), then written, each
+file atomically. When detection or resolution fails (exit 2 or 3) init still
+leaves a cudabox.yaml: what it detected, with the reasons and the ways out as
+comments at the top, so the user has a file to edit instead of nothing; the
+error is raised after writing, so the exit code tells scripts. Existing files
+are never overwritten without `force`; an existing .dockerignore is kept.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..project.detected import Detected
-from ..errors import InputError
+from ..errors import CudaboxError, InputError, Unsatisfiable
 from ..knowledge.values import flag_values
 from ..files import display_path, write_atomic
 from .lockfile import LOCK_FILE
@@ -30,12 +32,30 @@ class Plan:
     resolution: object  # project.Resolution
     kept: list[str] = field(default_factory=list)  # existing files left as they are
     assumed: list[str] = field(default_factory=list)  # what init assumed, one line each
+    error: CudaboxError | None = None  # why there is no lock: raised after the files are written
+
+
+def detect_or_report(directory: Path, **how) -> tuple[Detected, CudaboxError | None]:
+    """Detection that never leaves init empty-handed: a file it can't read is the error, with nothing found."""
+    from ..project.survey import detect
+
+    try:
+        found = detect(directory, lenient=True, **how)
+    except InputError as exc:  # a file that can't be read at all (invalid TOML/YAML, --from missing)
+        return Detected(root=Path(directory)), exc
+    if found.errors:
+        more = len(found.errors) - 1
+        more = f" (and {more} more, listed at the top of cudabox.yaml)" if more else ""
+        return found, InputError(found.errors[0] + more)
+    return found, None
 
 
 def plan_init(directory: Path, found: Detected, *, python: str | None = None, cuda: str | None = None,
               gpus: tuple[str, ...] = (), driver: str | None = None, no_host: bool = False,
-              force: bool = False) -> Plan:
-    """Detect, resolve and prepare the files; raises before anything is written."""
+              force: bool = False, error: CudaboxError | None = None) -> Plan:
+    """Resolve what was detected and prepare the files; raises (writing nothing) only for bad flags and
+    files that exist. A detection `error`, an invalid detected value or an unsatisfiable request give a
+    Plan with only cudabox.yaml (the reasons at its top) and `error` set."""
     from .. import host as host_mod
     from .lockfile import make_lock
     from .resolution import resolve_project
@@ -50,21 +70,32 @@ def plan_init(directory: Path, found: Detected, *, python: str | None = None, cu
                              "(or edit it and run `cudabox lock`)")
     flag_values(python=python, cuda=cuda, driver=driver)  # a bad flag fails before anything is read
     host = host_mod.detect(ignore=no_host)
-    python_from = "--python" if python else found.python_from
-    cuda_from = "--cuda" if cuda else found.cuda_from
-    text = spec_yaml(default_name(directory), found, python=python or found.python, cuda=cuda or found.cuda,
-                     gpus=list(gpus), driver=driver, host=host, python_from=python_from, cuda_from=cuda_from)
-    try:  # validate what init would write, before writing anything
-        spec = replace(load_spec(directory, text=text), source_file=SPEC_FILE)
-    except InputError as exc:
-        raise InputError(f"{exc} (in the cudabox.yaml init would write; check the detected values)") from None
-    res = resolve_project(spec, no_host=no_host, host=host)
+    values = dict(python=python or found.python, cuda=cuda or found.cuda, gpus=list(gpus), driver=driver, host=host,
+                  python_from="--python" if python else found.python_from,
+                  cuda_from="--cuda" if cuda else found.cuda_from)
+    name = default_name(directory)
+    text = spec_yaml(name, found, **values)
+    res = None
+    if error is None:
+        try:  # validate what init would write, before writing anything
+            spec = replace(load_spec(directory, text=text), source_file=SPEC_FILE)
+        except InputError as exc:
+            error = InputError(f"{exc} (in the cudabox.yaml init wrote; check the detected values)")
+        else:
+            try:
+                res = resolve_project(spec, no_host=no_host, host=host)
+            except (InputError, Unsatisfiable) as exc:
+                error = exc
+    kept = [DOCKERIGNORE] if (directory / DOCKERIGNORE).exists() and not force else []
+    if error is not None:
+        problem = [f"exit 2: {e}" for e in found.errors] if found.errors else _problem(error)
+        files = {SPEC_FILE: spec_yaml(name, found, **values, problem=problem)}
+        if not kept:
+            files[DOCKERIGNORE] = DOCKERIGNORE_TEXT
+        return Plan(directory=directory, detected=found, files=files, resolution=None, kept=kept, error=error)
     lock = make_lock(spec, res.stack, list(res.others))
     files = {SPEC_FILE: text, LOCK_FILE: lock.to_json()}
-    kept = []
-    if (directory / DOCKERIGNORE).exists() and not force:
-        kept.append(DOCKERIGNORE)
-    else:
+    if not kept:
         files[DOCKERIGNORE] = DOCKERIGNORE_TEXT
     assumed = []
     if not gpus and not driver and not host.gpus and not host.driver:
@@ -74,6 +105,11 @@ def plan_init(directory: Path, found: Detected, *, python: str | None = None, cu
     return Plan(directory=directory, detected=found, files=files, resolution=res, kept=kept, assumed=assumed)
 
 
+def _problem(error: CudaboxError) -> list[str]:
+    """The comment lines at the top of a cudabox.yaml that could not be locked."""
+    if isinstance(error, Unsatisfiable):
+        return [f"exit 3: {error.message}:"] + [f"  - {r}" for r in error.reasons]
+    return [f"exit 2: {error}"]
 
 
 def write_plan(plan: Plan) -> list[Path]:

@@ -56,6 +56,7 @@ class Lock:
     stack: Stack
     inputs_hash: str
     generated_by: str = field(default=f"cudabox {__version__}")
+    inputs: tuple[tuple[str, str], ...] = ()  # (file, sha256): cudabox.yaml and the files it references
 
     @property
     def stack_hash(self) -> str:
@@ -71,6 +72,7 @@ class Lock:
             "lockfile": FORMAT,
             "generated_by": self.generated_by,
             "inputs_hash": self.inputs_hash,
+            **({"inputs": dict(self.inputs)} if self.inputs else {}),
             "stack_hash": self.stack_hash,
             "lock_hash": self.hash,
             "project": self.project.to_dict(),
@@ -83,7 +85,7 @@ def make_lock(spec: ProjectSpec, stack: Stack, others: list[str]) -> Lock:
     project = ProjectInputs(
         name=spec.name, requirements=tuple(others), system_packages=spec.system_packages, env=spec.env,
         run=spec.run, workdir=spec.workdir, index_url=spec.index_url, extra_index_urls=spec.extra_index_urls)
-    return Lock(project=project, stack=stack, inputs_hash=spec.inputs_hash)
+    return Lock(project=project, stack=stack, inputs_hash=spec.inputs_hash, inputs=spec.inputs)
 
 
 def write_lock(lock: Lock, directory: Path) -> Path:
@@ -109,7 +111,8 @@ def read_lock(directory: Path = Path(".")) -> Lock:
         raise InputError(f"{shown}: not a {FORMAT} file; regenerate it with `cudabox lock`")
     try:
         lock = Lock(project=ProjectInputs.from_dict(data["project"]), stack=Stack.from_dict(data["stack"]),
-                    inputs_hash=data["inputs_hash"], generated_by=data.get("generated_by", "?"))
+                    inputs_hash=data["inputs_hash"], generated_by=data.get("generated_by", "?"),
+                    inputs=tuple((data.get("inputs") or {}).items()))
     except (KeyError, TypeError) as exc:
         raise InputError(f"{shown}: malformed lock ({exc}); regenerate it with `cudabox lock`") from None
     if data.get("lock_hash") != lock.hash:
@@ -123,7 +126,11 @@ def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:
     lock = read_lock(directory)
     spec = load_spec(directory)
     if spec.inputs_hash != lock.inputs_hash:
-        return True, f"{spec.source_file} changed since {LOCK_FILE} was written"
+        before, now = dict(lock.inputs), dict(spec.inputs)
+        changed = [f for f in now if f in before and before[f] != now[f]] + \
+                  [f for f in now if f not in before and before] + [f for f in before if f not in now]
+        what = ", ".join(changed) if changed else spec.source_file
+        return True, f"{what} changed since {LOCK_FILE} was written"
     return False, f"{LOCK_FILE} is up to date with {spec.source_file}"
 
 

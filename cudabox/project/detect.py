@@ -1,13 +1,12 @@
-"""What a project needs, read from the files it already has (for `cudabox init`).
+"""The readers for requirements files, conda environments and setup.cfg (for `cudabox init`).
 
-requirements.txt (with -r includes and index lines), pyproject.toml (PEP 621,
-Poetry, uv), environment.yml (conda + its pip section) and setup.cfg. Each
-file's requirements become PEP 508 strings the resolver understands; hints
+Each file's requirements become PEP 508 strings the resolver understands; hints
 about CUDA (a `/whl/cu121` index, `cuda-version=12.4`) and Python are kept with
-where they came from, so init can explain its choices. What can't be carried
-over (editable installs, git URLs, dev groups) becomes a note, never a silent
-drop; a file that can't be parsed is an InputError naming file:line.
-pyproject.toml is read by pyproject.py; both fill detected.Detected.
+where they came from, so init can explain its choices. Git/URL requirements are
+kept (`-e git+...#egg=x` becomes `x @ git+...`); what can't be carried over
+(editable local installs, constraints files) becomes a note, never a silent drop;
+a file that can't be parsed is an InputError naming file:line. The other readers
+are in pyproject.py and readers.py; survey.py decides which files are read.
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from packaging.requirements import Requirement
-
-from ..errors import InputError, located
+from ..errors import located
 from ..files import Node, load_yaml
 from ..knowledge.loader import load_frameworks
 from .detected import Detected, line_of, read_text, requirement
@@ -61,6 +58,11 @@ def read_requirements(path: Path, found: Detected, *, seen: set | None = None) -
                 plain &= read_requirements(path.parent / value, found, seen=seen)
             elif option in ("--extra-index-url", "--index-url", "-i"):
                 found.add_index(value, where)
+            elif option in ("-e", "--editable") and vcs_requirement(value):
+                text = requirement(vcs_requirement(value), where)
+                found.notes.append(f"{where}: -e {value}: installed as {text!r} (not editable in the image)")
+                found.add(text, where)
+                plain = False
             elif option in ("-e", "--editable"):
                 found.notes.append(f"{where}: editable install {value!r} not carried over; add "
                                    f"`run: [\"pip install -e {value}\"]` to cudabox.yaml if the image needs it")
@@ -74,17 +76,35 @@ def read_requirements(path: Path, found: Detected, *, seen: set | None = None) -
                 found.notes.append(f"{where}: pip option {option} ignored")
             continue
         line = re.sub(r"\s--hash[ =]\S+", "", line).strip()
+        if vcs_requirement(line):
+            text = requirement(vcs_requirement(line), where)
+            if not line.startswith(text.split(" @ ")[0] + "@") and "#egg=" not in line:
+                found.notes.append(f"{where}: {line!r} names no package; installed as {text!r}")
+            found.add(text, where)
+            plain = False
+            continue
         if re.match(r"^(\.|/|[a-z+]+://)", line):
             found.notes.append(f"{where}: {line!r} is a path or URL, not a package name; not carried over")
             plain = False
             continue
-        text = requirement(line, where)
-        if Requirement(text).url:
-            found.notes.append(f"{where}: {text!r} installs from a URL; not carried over (use `run:`)")
-            plain = False
-            continue
-        plain &= found.add(text, where)
+        plain &= found.take(line, where, where)
     return plain
+
+
+def vcs_requirement(text: str) -> str | None:
+    """`git+https://host/org/repo.git@v1#egg=name` (pip's form) -> "name @ git+https://...@v1"; else None.
+
+    Without #egg= the name is the repository's (what pip would find in its metadata, most often).
+    """
+    m = re.fullmatch(r"((?:git\+)?https?://[^\s#]+)(?:#(\S*))?", text.strip())
+    if not m or not (m.group(1).startswith("git+") or m.group(1).endswith((".git", ".zip", ".tar.gz", ".whl"))):
+        return None
+    url, fragment = m.group(1), m.group(2) or ""
+    egg = re.search(r"(?:^|&)egg=([A-Za-z0-9._-]+)", fragment)
+    name = egg.group(1) if egg else re.sub(r"(\.git|\.zip|\.tar\.gz)$", "",
+                                           url.split("@")[0].rstrip("/").rsplit("/", 1)[-1])
+    sub = re.search(r"(?:^|&)(subdirectory=[^&]+)", fragment)
+    return f"{name} @ {url}" + (f"#{sub.group(1)}" if sub else "")
 
 
 # --------------------------------------------------------------------------- environment.yml
@@ -118,6 +138,9 @@ def read_environment(path: Path, found: Detected) -> None:
     doc = load_yaml(path)
     if not isinstance(doc, Node):
         raise located(shown, getattr(doc, "line", 1), "expected a mapping with a `dependencies:` list")
+    if "dependencies" not in doc:
+        found.skip(shown, "no `dependencies:` list (not a conda environment file)")
+        return
     found.sources.append(shown)
     deps = doc.get("dependencies") or []
     if not isinstance(deps, list):
@@ -132,10 +155,18 @@ def read_environment(path: Path, found: Detected) -> None:
                     option, _, value = str(text).partition(" ")
                     if option in ("--extra-index-url", "--index-url", "-i"):
                         found.add_index(value.strip(), pip_at)
+                    elif option in ("-e", "--editable") and vcs_requirement(value.strip()):
+                        req = requirement(vcs_requirement(value.strip()), pip_at)
+                        found.notes.append(f"{pip_at}: {text}: installed as {req!r} (not editable in the image)")
+                        found.add(req, pip_at)
+                    elif option in ("-e", "--editable"):
+                        found.notes.append(f"{pip_at}: editable install {value.strip()!r} not carried over; add "
+                                           f"`run: [\"pip install -e {value.strip()}\"]` if the image needs it")
                     else:
                         found.notes.append(f"{pip_at}: pip option {option} ignored")
                     continue
-                found.add(requirement(str(text), pip_at), pip_at)
+                text = vcs_requirement(str(text)) or str(text)
+                found.take(text, pip_at, pip_at)
             continue
         if not isinstance(item, str):
             raise located(shown, deps.line_of(i), "dependencies: expected a package spec or a `pip:` list")
@@ -148,6 +179,12 @@ def read_environment(path: Path, found: Detected) -> None:
                 found.hint_python(spec.removeprefix("==").removesuffix(".*") if spec.startswith("==") else spec,
                                   f"{at} python")
             continue
+        if name == "cudnn" and spec:
+            found.hint_cudnn(re.sub(r"\D*(\d+).*", r"\1", spec), f"{at} ({item})")
+            continue
+        if name == "jaxlib" and re.search(r"=cuda(\d{2,3})", item):
+            digits = re.search(r"=cuda(\d{2,3})", item).group(1)
+            found.hint_cuda(digits[:2], f"{at} ({item}: a CUDA {digits[:2]} build)")
         if name in _CONDA_CUDA:
             version = re.match(r"\D*(\d+\.\d+)", spec or "")
             if version:
@@ -159,7 +196,7 @@ def read_environment(path: Path, found: Detected) -> None:
             continue
         if pip_name != name:
             found.notes.append(f"{at}: conda's {name} is {pip_name} on PyPI")
-        found.add(requirement(f"{pip_name}{spec}", at), at)
+        found.take(f"{pip_name}{spec}", at, at)
     if doc.get("channels"):
         found.notes.append(f"{shown}: conda channels ({', '.join(map(str, doc['channels']))}) don't apply: "
                            "cudabox installs wheels from PyPI and the frameworks' own indexes")
@@ -189,42 +226,7 @@ def read_setup_cfg(path: Path, found: Detected) -> None:
         text = text.split("#")[0].strip()
         if text:
             at = f"{shown}:{line_of(raw, text) or '?'}"
-            found.add(requirement(text, at), at)
+            found.take(text, at, at)
     if parser.has_section("options.extras_require"):
         found.notes.append(f"{shown}: extras_require ({', '.join(parser.options('options.extras_require'))}) "
                            "not included")
-
-
-# --------------------------------------------------------------------------- the project
-
-
-def detect(directory: Path) -> Detected:
-    """Read every dependency file the project has; later files add to earlier ones."""
-    directory = Path(directory)
-    found = Detected(root=directory, known=load_frameworks(directory))
-    req = directory / "requirements.txt"
-    if req.is_file() and read_requirements(req, found):
-        from .spec import read_requirements_file
-
-        try:  # cudabox.yaml can point at it only if spec.py reads it the same way
-            read_requirements_file(req)
-            found.requirements_file = "requirements.txt"
-            found.in_requirements_file = set(found.requirements) | set(found.extra_index_urls)
-        except InputError:
-            pass
-    if (directory / "pyproject.toml").is_file():
-        from .pyproject import read_pyproject
-
-        read_pyproject(directory / "pyproject.toml", found)
-    for name in ("environment.yml", "environment.yaml"):
-        if (directory / name).is_file():
-            read_environment(directory / name, found)
-            break
-    if (directory / "setup.cfg").is_file():
-        read_setup_cfg(directory / "setup.cfg", found)
-    pv = directory / ".python-version"
-    if pv.is_file():
-        text = pv.read_text(encoding="utf-8").strip().splitlines()
-        if text and re.fullmatch(r"3\.\d+(\.\d+)?", text[0].strip()):
-            found.python, found.python_from = ".".join(text[0].strip().split(".")[:2]), ".python-version"
-    return found

@@ -12,12 +12,12 @@ from urllib.parse import urlsplit
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ..errors import located
+from ..errors import InputError, located
+from ..files import display_path
 from ..knowledge.frameworks import Frameworks
 from ..knowledge.loader import load_frameworks
-from ..files import display_path
 from ..knowledge.values import python_spec
-from .spec import parse_requirement
+from .values import parse_requirement
 
 
 
@@ -34,8 +34,14 @@ class Detected:
     extra_index_urls: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # files read
     notes: list[str] = field(default_factory=list)  # what was skipped or assumed, one line each
-    requirements_file: str | None = None  # a requirements.txt cudabox.yaml can reference as it is
-    in_requirements_file: set = field(default_factory=set)  # requirements and indexes it carries
+    references: list[str] = field(default_factory=list)  # files cudabox.yaml can reference as they are
+    in_references: set = field(default_factory=set)  # requirements and indexes those files carry
+    cudnn: str | None = None
+    cudnn_from: str | None = None
+    system_packages: list[str] = field(default_factory=list)  # apt packages (cog.yaml)
+    run: list[str] = field(default_factory=list)  # build steps (cog.yaml)
+    unused: list[str] = field(default_factory=list)  # "file: why it was not used", one per file found
+    pins: dict[str, tuple[str, str]] = field(default_factory=dict)  # lock files: name -> (version, where)
     root: Path | None = None  # the project directory: file names are shown relative to it
     known: Frameworks | None = None  # frameworks.yaml (+ the project's overlays); loaded when first needed
 
@@ -44,6 +50,8 @@ class Detected:
         if self.known is None:
             self.known = load_frameworks(self.root)
         return self.known
+    lenient: bool = False  # collect bad requirements in `errors` instead of raising the first
+    errors: list[str] = field(default_factory=list)
 
     def show(self, path: Path) -> str:
         try:
@@ -56,6 +64,17 @@ class Detected:
         """Framework name -> the requirement that asks for it (torch -> "torch==2.1.0+cu121")."""
         wants, _ = self.registry.split(self.requirements)
         return {name: want.texts[0] for name, want in wants.items() if want.texts}
+
+    def take(self, text: str, where: str, origin: str | None = None) -> bool:
+        """Check `text` as PEP 508 (errors name `where`) and add it; see `add`."""
+        try:
+            req = parse_requirement(text, what=where, frameworks=self.registry)
+        except InputError as exc:
+            if not self.lenient:
+                raise
+            self.errors.append(str(exc))
+            return False
+        return self.add(req, origin or where)
 
     def add(self, text: str, where: str) -> bool:
         """Add a requirement; False when it had to be renamed (tensorflow-gpu -> tensorflow)."""
@@ -75,6 +94,53 @@ class Detected:
             self.requirements.append(text)
             self.origins[text] = where
         return name not in aliases
+
+    def to_dict(self) -> dict:
+        """For `init --json`."""
+        return {"sources": self.sources, "requirements": self.requirements, "origins": self.origins,
+                "references": self.references, "python": self.python, "cuda": self.cuda, "cudnn": self.cudnn,
+                "system_packages": self.system_packages, "run": self.run, "extra_index_urls": self.extra_index_urls,
+                "notes": self.notes, "unused": self.unused}
+
+    def skip(self, shown: str, why: str) -> None:
+        """A dependency file that was found and not used, with why (every one is named in the output)."""
+        self.unused.append(f"{shown}: {why}")
+
+    def replace_source(self, name: str, url: str, where: str) -> None:
+        """A requirement that a source table (uv, Poetry) installs from a URL: `name @ url`, extras kept."""
+        for i, text in enumerate(self.requirements):
+            req = Requirement(text)
+            if canonicalize_name(req.name) == canonicalize_name(name):
+                req.url, req.specifier = url, type(req.specifier)()
+                new = requirement(str(req), where)
+                self.requirements[i] = new
+                self.origins[new] = where
+                return
+        self.add(requirement(f"{name} @ {url}", where), where)
+
+    def pin(self, name: str, version: str, where: str) -> None:
+        self.pins.setdefault(canonicalize_name(name), (version, where))
+
+    def apply_pins(self) -> None:
+        """Lock files are the truth: their exact framework pins replace the ranges asked for."""
+        for i, text in enumerate(self.requirements):
+            req = Requirement(text)
+            name = canonicalize_name(req.name)
+            known = self.registry.get(name) or self.registry.companions.get(name)
+            if known is None or name not in self.pins or req.url:
+                continue
+            version, where = self.pins[name]
+            if req.specifier and not req.specifier.contains(version, prereleases=True):
+                self.notes.append(f"{where}: pins {name} {version}, outside {text!r}; kept {text!r}")
+                continue
+            req.specifier = type(req.specifier)(f"=={version}")
+            new = str(req)
+            self.requirements[i] = new
+            self.origins[new] = f"{where} (lock file; asked {text!r} at {self.origins[text]})"
+
+    def hint_cudnn(self, version: str, where: str) -> None:
+        if not self.cudnn:
+            self.cudnn, self.cudnn_from = version, where
 
     def hint_cuda(self, version: str, where: str) -> None:
         """Record a CUDA version the files point at (the first one wins; a different one is a note)."""

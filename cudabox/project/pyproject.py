@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .detected import Detected, line_of, read_text, requirement
+from .detected import Detected, line_of, read_text
 from ..errors import InputError, located
 from ..files import display_path
 
 
-def _load_toml(path: Path, raw: str) -> dict:
+def load_toml(path: Path, raw: str) -> dict:
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -60,13 +60,15 @@ def poetry_constraint(text: str) -> str:
     return ",".join(out)
 
 
-def read_pyproject(path: Path, found: Detected) -> None:
+def read_pyproject(path: Path, found: Detected, extras: tuple[str, ...] = ()) -> bool:
+    """Read pyproject.toml into `found`; True when it declares dependencies (PEP 621 or Poetry)."""
     shown = found.show(path)
     raw = read_text(path, shown)
-    doc = _load_toml(path, raw)
+    doc = load_toml(path, raw)
     project, tool = doc.get("project") or {}, doc.get("tool") or {}
     if not project and "poetry" not in tool:
-        return
+        found.skip(shown, "no [project] or [tool.poetry] table (build settings only)")
+        return False
     found.sources.append(shown)
 
     def where(*needles: str) -> str:
@@ -76,18 +78,67 @@ def read_pyproject(path: Path, found: Detected) -> None:
     if project.get("requires-python"):
         found.hint_python(str(project["requires-python"]), f"{where('requires-python')} requires-python")
     for text in project.get("dependencies") or []:
-        found.add(requirement(text, where(text)), where(text))
-    if project.get("optional-dependencies"):
-        names = ", ".join(project["optional-dependencies"])
-        found.notes.append(f"{shown}: optional dependencies ({names}) not included; add the ones the image "
-                           "needs to `requirements:`")
+        found.take(text, where(text), where(text))
+    optional = project.get("optional-dependencies") or {}
+    optional.update(_poetry_extras(tool.get("poetry") or {}))
+    for name in extras:
+        if name not in optional:
+            raise InputError(f"{shown}: no optional-dependency group {name!r}"
+                             + (f" (it has: {', '.join(optional)})" if optional else " (it has none)"))
+        for text in optional[name]:
+            if _self_reference(text, project):  # `pkg[other]`: name that group with --extra too
+                found.notes.append(f"{shown}: group {name} includes {text!r}; pass --extra for each group")
+                continue
+            found.take(text, where(text), f"{where(text)} [{name}]")
+    left = [n for n in optional if n not in extras]
+    if left:
+        found.notes.append(f"{shown}: optional dependencies ({', '.join(left)}) not included; "
+                           f"`cudabox init --extra {left[0]}` includes a group")
     if doc.get("dependency-groups"):
-        found.notes.append(f"{shown}: [dependency-groups] ({', '.join(doc['dependency-groups'])}) not included")
-    _read_poetry(tool.get("poetry") or {}, found, where)
+        found.notes.append(f"{shown}: [dependency-groups] ({', '.join(doc['dependency-groups'])}) not included "
+                           "(development dependencies)")
+    _read_poetry(tool.get("poetry") or {}, found, where, extras)
     _read_uv(tool.get("uv") or {}, found, where)
+    for source in (tool.get("pdm") or {}).get("source") or []:
+        if isinstance(source, dict) and source.get("url") and source.get("type", "index") == "index":
+            found.add_index(str(source["url"]), where(str(source["url"])))
+    return bool(project.get("dependencies") or (tool.get("poetry") or {}).get("dependencies"))
 
 
-def _read_poetry(poetry: dict, found: Detected, where) -> None:
+def _self_reference(text: str, project: dict) -> bool:
+    """`mypkg[extra]` inside mypkg's own extras: a group that includes another."""
+    from packaging.requirements import Requirement
+
+    try:
+        return Requirement(text).name.lower() == str(project.get("name", "")).lower()
+    except Exception:  # noqa: BLE001 - a bad one is reported by requirement() later
+        return False
+
+
+def _poetry_extras(poetry: dict) -> dict:
+    """[tool.poetry.extras] name -> the optional dependencies it turns on, as PEP 508 strings."""
+    deps = poetry.get("dependencies") or {}
+    out = {}
+    for name, members in (poetry.get("extras") or {}).items():
+        reqs = []
+        for member in members or []:
+            value = deps.get(member, "*")
+            table = value if isinstance(value, dict) else {"version": value}
+            if isinstance(value, list):
+                table = value[0] if value and isinstance(value[0], dict) else {"version": "*"}
+            reqs.append(f"{member}{poetry_constraint(table.get('version', '*'))}")
+        out[name] = reqs
+    return out
+
+
+def pyproject_requirements(path: Path, extras: list[str]) -> tuple[list[str], list[str]]:
+    """What `requirements_file: pyproject.toml[extras]` in cudabox.yaml means, read at every lock."""
+    found = Detected(root=path.parent)
+    read_pyproject(path, found, tuple(extras))
+    return list(found.requirements), list(found.extra_index_urls)
+
+
+def _read_poetry(poetry: dict, found: Detected, where, extras=()) -> None:
     sources = {s.get("name"): s.get("url") for s in poetry.get("source") or [] if isinstance(s, dict)}
     for name, value in (poetry.get("dependencies") or {}).items():
         at = where(f"{name} =", f'"{name}"', name)
@@ -95,8 +146,13 @@ def _read_poetry(poetry: dict, found: Detected, where) -> None:
             found.notes.append(f"{at}: {name} has several constraints (per Python/platform); used the first")
             value = value[0] if value else "*"
         table = value if isinstance(value, dict) else {"version": value}
-        if any(k in table for k in ("git", "path", "url")):
-            found.notes.append(f"{at}: {name} comes from git/path/url; not carried over (use `run:`)")
+        if "git" in table or "url" in table:
+            url = direct_url(table)
+            found.take(f"{name} @ {url}", at, at)
+            continue
+        if "path" in table:
+            found.notes.append(f"{at}: {name} comes from the local path {table['path']!r}; not carried over "
+                               "(add `run: [\"pip install ./...\"]` if the image needs it)")
             continue
         try:
             spec = poetry_constraint(table.get("version", "*"))
@@ -106,11 +162,12 @@ def _read_poetry(poetry: dict, found: Detected, where) -> None:
             if spec:
                 found.hint_python(spec, f"{at} [tool.poetry.dependencies] python")
             continue
-        if table.get("optional"):
-            found.notes.append(f"{at}: {name} is optional (a Poetry extra); not included")
+        if table.get("optional"):  # read with its extra above when --extra names it
+            if not any(name in members for members in (poetry.get("extras") or {}).values()):
+                found.notes.append(f"{at}: {name} is optional (in no Poetry extra); not included")
             continue
         extras = f"[{','.join(table['extras'])}]" if table.get("extras") else ""
-        found.add(requirement(f"{name}{extras}{spec}", at), at)
+        found.take(f"{name}{extras}{spec}", at, at)
         if table.get("source") in sources and sources[table["source"]]:
             found.add_index(sources[table["source"]], at)
     groups = [g for g in (poetry.get("group") or {})] + (["dev-dependencies"] if "dev-dependencies" in poetry
@@ -132,6 +189,20 @@ def _read_uv(uv: dict, found: Detected, where) -> None:
                 continue
             if entry.get("index") in indexes and indexes[entry["index"]].get("url"):
                 found.add_index(indexes[entry["index"]]["url"], where(f"{name} ="))
-            elif any(k in entry for k in ("git", "path", "url", "workspace")):
-                found.notes.append(f"{where(f'{name} =')}: [tool.uv.sources] {name} comes from git/path/url; "
-                                   "the image installs it from PyPI (use `run:` for the other source)")
+            elif "git" in entry or "url" in entry:
+                at = where(f"{name} =")
+                found.replace_source(name, direct_url(entry), at)
+            elif any(k in entry for k in ("path", "workspace")):
+                found.notes.append(f"{where(f'{name} =')}: [tool.uv.sources] {name} comes from a local path; "
+                                   "the image installs it from PyPI (use `run:` for the local copy)")
+
+
+def direct_url(table: dict) -> str:
+    """Poetry/uv `{git = URL, rev/tag/branch = X, subdirectory = D}` or `{url = URL}` -> a PEP 508 URL."""
+    if "url" in table:
+        return str(table["url"])
+    url = str(table["git"])
+    url = url if url.startswith("git+") else f"git+{url}"
+    ref = table.get("rev") or table.get("tag") or table.get("branch")
+    url += f"@{ref}" if ref else ""
+    return url + (f"#subdirectory={table['subdirectory']}" if table.get("subdirectory") else "")

@@ -34,17 +34,29 @@ def q(value) -> str:
 
 
 def _comment_block(lines: list[str]) -> list[str]:
-    return [f"# {line}".rstrip() for line in lines]
+    return [f"# {part}".rstrip() for line in lines for part in str(line).splitlines() or [""]]
 
 
 def spec_yaml(name: str, found: Detected, *, python: str | None, cuda: str | None, gpus: list[str],
-              driver: str | None, host, python_from: str | None = None, cuda_from: str | None = None) -> str:
-    """The commented cudabox.yaml: every key explained, each value with where it came from."""
-    out = ["# cudabox.yaml: what this project needs. Written by `cudabox init`; edit freely.",
-           "# `cudabox lock` turns it into cudabox.lock; `cudabox run` re-locks when this file changes.",
-           "# Every key: docs/cudabox-yaml.md."]
+              driver: str | None, host, python_from: str | None = None, cuda_from: str | None = None,
+              problem: list[str] | None = None) -> str:
+    """The commented cudabox.yaml: every key explained, each value with where it came from.
+
+    `problem`: why init could not lock (exit 2/3): it goes at the top, with the ways out, so that
+    the file the user is left with says what to change.
+    """
+    out = []
+    if problem:
+        out += _comment_block(["NOT LOCKED YET: `cudabox init` could not resolve what is below.", *problem,
+                               "Edit this file, then run `cudabox lock` and delete this block (or `cudabox init --force` to start over)."])
+        out.append("")
+    out += ["# cudabox.yaml: what this project needs. Written by `cudabox init`; edit freely.",
+            "# `cudabox lock` turns it into cudabox.lock; `cudabox run` re-locks when this file changes.",
+            "# Every key: docs/cudabox-yaml.md; what init reads and what wins: docs/init.md."]
     out.append(f"# Read: {', '.join(found.sources)}." if found.sources else
-               "# No requirements.txt, pyproject.toml, environment.yml or setup.cfg was found.")
+               "# No dependency file was found (requirements*.txt, pyproject.toml, setup.py, environment.yml, ...):"
+               "\n# add your packages under `requirements:` (or rerun `cudabox init --with torch`).")
+    out += _comment_block([f"Not used: {u}" for u in found.unused])
     out += ["", "# Project name; the image is cudabox/<name>:<lock hash>.", f"name: {q(name)}", ""]
     if python:
         out += ["# Python version or specifier.", f"# From {python_from}.", f"python: {q(python)}"]
@@ -57,17 +69,18 @@ def spec_yaml(name: str, found: Detected, *, python: str | None, cuda: str | Non
     out += ["", f"# Packages (PEP 508). {names} are resolved against",
             "# cudabox's compatibility matrix" + (f" (a +{tag} local version picks that CUDA build)" if tag else "")
             + "; the rest is", "# installed with pip as written."]
-    inline = [r for r in found.requirements if r not in found.in_requirements_file]
-    if found.requirements_file:
-        out += [f"# {found.requirements_file} is read at every lock (-r includes and --extra-index-url lines too).",
-                f"requirements_file: {q(found.requirements_file)}"]
+    inline = [r for r in found.requirements if r not in found.in_references]
+    if found.references:
+        refs = found.references
+        out += [f"# {', '.join(refs)}: read at every lock (a change there re-locks; `lock --check` names it).",
+                f"requirements_file: {q(refs[0]) if len(refs) == 1 else '[' + ', '.join(map(q, refs)) + ']'}"]
     if inline:
         out.append("requirements:")
         width = max(len(q(r)) for r in inline)
         out += [f"  - {q(r).ljust(width)}  # {found.origins[r]}" for r in inline]
-    elif not found.requirements_file:
+    elif not found.references:
         out += ["requirements: []"]
-    extra = [u for u in found.extra_index_urls if u not in found.in_requirements_file]
+    extra = [u for u in found.extra_index_urls if u not in found.in_references]
     if extra:
         out += ["", "# Extra package indexes for the requirements (passed to the build as secrets).",
                 "extra_index_urls:"] + [f"  - {q(u)}" for u in extra]
@@ -78,6 +91,8 @@ def spec_yaml(name: str, found: Detected, *, python: str | None, cuda: str | Non
     else:
         out += ["# CUDA version, e.g. \"12.4\" or \">=12.4\". Unset: the newest the frameworks and driver allow.",
                 "# cuda: \"12.4\""]
+    if found.cudnn:
+        out += [f"# cuDNN major version. From {found.cudnn_from}.", f"cudnn: {q(found.cudnn)}"]
     out += ["", "# GPUs the image must run on (names, nvidia-smi names, sm_89) and the oldest driver it must",
             "# run on. Set both and the lock is the same on every machine; unset, each lock uses the host's."]
     if gpus:
@@ -100,12 +115,13 @@ def spec_yaml(name: str, found: Detected, *, python: str | None, cuda: str | Non
             "its CUDA version, and `cudabox run` checks that before starting a GPU job."])
     out += ["", "# Image flavour: auto | slim (CUDA from wheels) | runtime | devel (nvcc, for compiling CUDA).",
             "# flavour: auto",
-            "# apt packages for the project layer, e.g. [git, libgl1].",
-            "# system_packages: []",
+            "# apt packages for the project layer, e.g. [git, libgl1] (git is added for git+ requirements).",
+            (f"system_packages: [{', '.join(map(q, found.system_packages))}]" if found.system_packages
+             else "# system_packages: []"),
             "# Environment variables of the image (literal strings).",
             "# env: {HF_HOME: /cache/hf}",
             "# Extra build steps after the project files are copied, e.g. an editable install.",
-            "# run: [\"pip install -e .\"]",
+            *(["run:"] + [f"  - {q(c)}" for c in found.run] if found.run else ["# run: [\"pip install -e .\"]"]),
             "# Where the project lives in the container (`cudabox run` mounts it there).",
             "# workdir: /workspace",
             "# A CA bundle the build trusts (TLS-intercepting proxies); never stored in the image.",

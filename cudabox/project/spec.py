@@ -11,20 +11,18 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from ..errors import InputError, located
 from ..files import Node, display_path, load_yaml
+from ..knowledge.loader import load_frameworks
 from ..knowledge.values import driver_version, flavour as check_flavour, python_spec, version_spec
+from .values import APT_PACKAGE, KEY_ALIASES, URL, needs_git, parse_requirement  # noqa: F401 - re-exported
 
 PYTHON_INSTALLS = ("auto", "os", "uv")
 SPEC_FILE = "cudabox.yaml"
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-APT_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~-]+)?$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
-URL = re.compile(r"^https?://[^\s'\"\\]+$")
 
 
 @dataclass(frozen=True)
@@ -50,22 +48,12 @@ class ProjectSpec:
     allow_forward_compat: bool = False
     python_install: str = "auto"
     source_file: str | None = None  # display path of cudabox.yaml
-    inputs_hash: str = ""  # sha256 of cudabox.yaml (+ requirements file)
+    inputs_hash: str = ""  # sha256 of cudabox.yaml (+ the files it references)
+    inputs: tuple[tuple[str, str], ...] = ()  # (file, sha256) of each: `lock --check` names the one that changed
 
 
-def parse_requirement(text: str, *, what: str, allow_url: bool = False) -> str:
-    """A PEP 508 requirement, normalised; direct URLs only when the caller handles them."""
-    try:
-        req = Requirement(str(text).strip())
-    except InvalidRequirement as exc:
-        raise InputError(f"{what}: invalid requirement {text!r}: {exc}") from None
-    if req.url and not allow_url:
-        raise InputError(f"{what}: {text!r}: direct URL requirements are not supported; "
-                         "add the package to `run:` instead")
-    return str(req)
-
-
-def read_requirements_file(path: Path, *, seen: set | None = None) -> tuple[list[str], list[str]]:
+def read_requirements_file(path: Path, *, seen: set | None = None,
+                           frameworks=None) -> tuple[list[str], list[str]]:
     """requirements.txt -> (requirements, extra index URLs). Follows -r includes."""
     seen = seen if seen is not None else set()
     path = Path(path)
@@ -85,7 +73,7 @@ def read_requirements_file(path: Path, *, seen: set | None = None) -> tuple[list
         option, _, value = line.partition(" ")
         value = value.strip()
         if option in ("-r", "--requirement"):
-            more, idx = read_requirements_file(path.parent / value, seen=seen)
+            more, idx = read_requirements_file(path.parent / value, seen=seen, frameworks=frameworks)
             reqs += more
             indexes += idx
         elif option in ("--extra-index-url", "--index-url", "-i", "-f", "--find-links"):
@@ -96,10 +84,43 @@ def read_requirements_file(path: Path, *, seen: set | None = None) -> tuple[list
                           "list packages by name (editable installs go in `run:`)")
         else:
             try:
-                reqs.append(parse_requirement(line, what=f"{shown}:{number}"))
+                reqs.append(parse_requirement(line, what=f"{shown}:{number}", frameworks=frameworks))
             except InputError as exc:
                 raise located(shown, number, str(exc).split(": ", 1)[-1]) from None
     return reqs, indexes
+
+
+def read_reference(directory: Path, ref: str) -> tuple[list[str], list[str], list[tuple[str, bytes]]]:
+    """A `requirements_file:` entry -> (requirements, index URLs, [(file, bytes) read]).
+
+    A requirements file (with its -r includes), or pyproject.toml's dependencies, with optional
+    groups in brackets: "pyproject.toml[gpu]". Read at every lock, so the lock follows the file.
+    """
+    m = re.fullmatch(r"([^\[\]]+?)\s*(?:\[([A-Za-z0-9_.,\s-]*)\])?", ref.strip())
+    if not m:
+        raise InputError(f"{ref!r}: expected a file name, optionally with [extras]")
+    name, extras = m.group(1), [e.strip() for e in (m.group(2) or "").split(",") if e.strip()]
+    path = directory / name
+    if not path.is_file():
+        raise InputError(f"{name}: file not found")
+    if path.name == "pyproject.toml":
+        from .pyproject import pyproject_requirements
+
+        reqs, idx = pyproject_requirements(path, extras)
+        return reqs, idx, [(name, path.read_bytes())]
+    if extras:
+        raise InputError(f"{ref!r}: [extras] apply to pyproject.toml only")
+    seen: set = set()
+    reqs, idx = read_requirements_file(path, seen=seen, frameworks=load_frameworks(directory))
+    files = sorted(seen, key=lambda p: (p != path.resolve(), str(p)))
+    return reqs, idx, [(_relative(p, directory), p.read_bytes()) for p in files]
+
+
+def _relative(path: Path, directory: Path) -> str:
+    try:
+        return str(Path(path).relative_to(Path(directory).resolve()))
+    except ValueError:
+        return str(path)
 
 
 class _Reader:
@@ -142,13 +163,17 @@ KEYS = ("name", "python", "requirements", "requirements_file", "gpus", "driver",
         "allow_forward_compat", "python_install")
 
 
-def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: str | None = None) -> ProjectSpec:
-    """Read and validate DIRECTORY/cudabox.yaml (or `text`, what `cudabox init` is about to write there)."""
+def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: str | None = None,
+              has_with: bool = False) -> ProjectSpec:
+    """Read and validate DIRECTORY/cudabox.yaml (or `text`, what `cudabox init` is about to write there).
+
+    `has_with`: the calling command has --with, so its "not found" error may suggest it."""
     directory = Path(directory)
     path = Path(path) if path else directory / SPEC_FILE
     shown = display_path(path)
     if text is None and not path.exists():
-        raise InputError(f"{shown}: not found; run `cudabox init` to create it, or pass --with REQ")
+        raise InputError(f"{shown}: not found; run `cudabox init` to create it"
+                         + (", or pass --with REQ" if has_with else ""))
     raw = path.read_bytes() if text is None else text.encode("utf-8")
     doc = load_yaml(path, raw.decode("utf-8", errors="replace"))
     if doc is None:
@@ -160,7 +185,7 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
         if key not in KEYS:
             import difflib
 
-            close = difflib.get_close_matches(str(key), KEYS, n=1)
+            close = [KEY_ALIASES[key]] if key in KEY_ALIASES else difflib.get_close_matches(str(key), KEYS, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(KEYS)}"
             raise located(shown, doc.line_of(key), f"unknown key '{key}'{hint}")
     r = _Reader(doc, shown)
@@ -169,17 +194,18 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
     name = r.str("name") or default_name(directory)
     if not NAME.match(name):
         raise r.err("name", f"{name!r} is not a valid project name (lowercase letters, digits, '.', '_', '-')")
-    requirements = [r.check("requirements", lambda v=v: parse_requirement(v, what="requirement"))
+    frameworks = load_frameworks(directory)  # a misspelt framework (troch, pytorch) is a did-you-mean
+    requirements = [r.check("requirements", lambda v=v: parse_requirement(v, what="requirement",
+                                                                          frameworks=frameworks))
                     for v in r.list("requirements")]
-    indexes = []
-    req_file = r.str("requirements_file")
-    if req_file:
-        file_path = directory / req_file
-        if not file_path.exists():
-            raise r.err("requirements_file", f"{req_file}: file not found")
-        more, indexes = read_requirements_file(file_path)
-        requirements += more
-        digest.update(file_path.read_bytes())
+    indexes, inputs = [], [(SPEC_FILE, hashlib.sha256(raw).hexdigest())]
+    for req_file in r.list("requirements_file"):
+        more, idx, files = r.check("requirements_file", lambda f=req_file: read_reference(directory, f))
+        requirements += [x for x in more if x not in requirements]
+        indexes += idx
+        for name, data in files:
+            digest.update(data)
+            inputs.append((name, hashlib.sha256(data).hexdigest()))
 
     python = r.str("python")
     if python is not None:
@@ -232,7 +258,7 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
         system_packages=tuple(system_packages), env=tuple(env), run=tuple(run), workdir=workdir,
         ca_cert=ca_cert, index_url=index_url, extra_index_urls=tuple(dict.fromkeys(extra)),
         allow_forward_compat=forward, python_install=python_install, source_file=shown,
-        inputs_hash=digest.hexdigest(),
+        inputs_hash=digest.hexdigest(), inputs=tuple(inputs),
     )
 
 
@@ -262,7 +288,8 @@ def default_name(directory: Path) -> str:
 
 def spec_from_flags(directory: Path, requirements: list[str], **values) -> ProjectSpec:
     """A ProjectSpec from command-line flags (`cudabox resolve --with ...`)."""
-    reqs = tuple(parse_requirement(r, what="--with") for r in requirements)
+    frameworks = load_frameworks(directory)
+    reqs = tuple(parse_requirement(r, what="--with", frameworks=frameworks) for r in requirements)
     return ProjectSpec(name=default_name(directory), directory=Path(directory).resolve(),
                        requirements=reqs, **{k: v for k, v in values.items() if v is not None})
 

@@ -211,6 +211,12 @@ class Chooser:
         else:
             candidates = [(tag, os_name)]
         install = self.req.python_install
+        if install in ("auto", "os"):  # the base's own Python when it is allowed: nothing downloaded at build time
+            own = [(Version(self.m.os_info[o].python), self.m.os_info[o].python, b, o) for b, o in candidates
+                   if o in self.m.os_info and self.m.os_info[o].python in pythons]
+            if own:
+                _, python, base, os_id = max(own, key=lambda x: x[0])
+                return python, "os", base, os_id
         for python in reversed(pythons):
             for base, os_id in candidates:
                 os_python = self.m.os_info[os_id].python if os_id in self.m.os_info else None
@@ -330,7 +336,10 @@ class Chooser:
             return f"Python {python}: requested ({self.req.python}); {how}"
         if builds:
             support = ", ".join(f"{series_label(b)} {b.python.describe()}" for b in builds)
-            return f"Python {python}: newest supported by {support}; {how}"
+            if install == "os":
+                return f"Python {python}: the base image's own Python, supported by {support}"
+            return (f"Python {python}: no base image ships a Python that {support} support; the newest they "
+                    f"support, installed by uv")
         return f"Python {python}: {how}"
 
     def _base_why(self, flavour, base, builds) -> str:
