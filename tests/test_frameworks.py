@@ -15,7 +15,7 @@ import pytest
 from cudabox.errors import InputError
 from cudabox.knowledge import loader
 from cudabox.knowledge.model import DriverVersion
-from cudabox.project.detect import detect
+from cudabox.project.survey import detect
 from cudabox.resolve.request import Request
 from cudabox.resolve.resolver import resolve
 from tests.support import run_cli

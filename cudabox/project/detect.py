@@ -16,7 +16,6 @@ from pathlib import Path
 
 from ..errors import located
 from ..files import Node, load_yaml
-from ..knowledge.loader import load_frameworks
 from .detected import Detected, line_of, read_text, requirement
 
 # conda packages provided by the stack or the OS, not pip packages (frameworks' conda names are in

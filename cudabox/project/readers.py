@@ -18,7 +18,8 @@ from ..errors import located
 from ..files import Node, load_yaml
 from .detect import vcs_requirement
 from .detected import Detected, read_text
-from .values import APT_PACKAGE, python_spec
+from ..knowledge.values import python_spec
+from .values import APT_PACKAGE
 
 # --------------------------------------------------------------------------- setup.py
 
