@@ -334,3 +334,19 @@ def test_default_python_is_the_base_images_own(tmp_path):
     assert any(w.startswith("Python 3.12: the base image's own Python, supported by torch 2.9") for w in stack.why)
     plan = plan_init(tmp_path, detect(tmp_path), python="3.13", no_host=True, force=True)  # python: still wins
     assert (plan.resolution.stack.python, plan.resolution.stack.python_install) == ("3.13", "uv")
+
+
+def test_gpu_variant_beside_requirements_txt_and_a_lock_that_pins_nothing(tmp_path):
+    (tmp_path / "requirements.txt").write_text("numpy\n")
+    (tmp_path / "requirements-gpu.txt").write_text("numpy\ntorch==2.5.1\n")
+    (tmp_path / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "numpy"\nversion = "2.1.0"\n')
+    found = detect(tmp_path)
+    assert found.requirements == ["numpy", "torch==2.5.1"] and found.references == ["requirements-gpu.txt"]
+    assert "requirements.txt: another variant (requirements-gpu.txt was read; `--from requirements.txt` " \
+           "reads this one)" in found.unused
+    assert "uv.lock" not in found.sources and any(u.startswith("uv.lock: pins no framework") for u in found.unused)
+
+
+def test_cog_patch_python_version_is_its_minor(tmp_path):
+    (tmp_path / "cog.yaml").write_text('build:\n  python_version: "3.8.12"\n  python_packages: ["torch==1.13.1"]\n')
+    assert detect(tmp_path).python == "3.8"

@@ -173,7 +173,7 @@ def read_cog(path: Path, found: Detected, read_file) -> None:
         raise located(shown, doc.line_of("build"), "build: expected a mapping")
     at = lambda key: f"{shown}:{build.line_of(key)}"  # noqa: E731
     if build.get("python_version") is not None:
-        text = str(build["python_version"])
+        text = ".".join(str(build["python_version"]).split(".")[:2])  # cog takes "3.8.12": the minor is the stack's
         python_spec(text, what=f"{at('python_version')} python_version")
         found.hint_python(text, f"{at('python_version')} python_version")
     if build.get("cuda") is not None:

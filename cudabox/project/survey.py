@@ -112,6 +112,10 @@ def _read_all(directory: Path, found: Detected, extras, choose: Chooser | None) 
         read_lock_file(directory / name, found)
     if locks:
         found.apply_pins()
+        for name in locks:  # a lock file that pinned nothing asked for is named as not used
+            if not any(o.startswith(f"{name} (lock file") for o in found.origins.values()):
+                found.sources.remove(name)
+                found.skip(name, "pins no framework the project asks for (only framework pins are taken)")
     pv = directory / ".python-version"
     if pv.is_file():
         text = pv.read_text(encoding="utf-8").strip().splitlines()
@@ -167,12 +171,12 @@ def _requirements_file(directory: Path, found: Detected, choose: Chooser | None)
     candidates = [n for n, p in shown.items() if p.resolve() not in included]
     if not candidates:
         return None
-    if "requirements.txt" in candidates:
-        pick = "requirements.txt"
-    elif len(candidates) == 1:
+    gpu = [n for n in candidates if _GPU.search(n)]
+    if len(candidates) == 1:
         pick = candidates[0]
+    elif "requirements.txt" in candidates and not gpu:
+        pick = "requirements.txt"
     else:
-        gpu = [n for n in candidates if _GPU.search(n)]
         base = [n for n in candidates if _BASE.search(n.removeprefix("requirements/"))]
         default = (gpu or base or candidates)[0]
         pick = choose(candidates, default) if choose else default
