@@ -350,3 +350,17 @@ def test_gpu_variant_beside_requirements_txt_and_a_lock_that_pins_nothing(tmp_pa
 def test_cog_patch_python_version_is_its_minor(tmp_path):
     (tmp_path / "cog.yaml").write_text('build:\n  python_version: "3.8.12"\n  python_packages: ["torch==1.13.1"]\n')
     assert detect(tmp_path).python == "3.8"
+
+
+def test_dockerfile_base_from_an_arg_and_other_dockerfiles_named(tmp_path):
+    # facebookresearch/sam2's shape: `ARG BASE_IMAGE=pytorch/pytorch:...` then `FROM ${BASE_IMAGE}`, in
+    # backend.Dockerfile beside setup.py
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(install_requires=['torch>=2.5.1'])\n")
+    (tmp_path / "backend.Dockerfile").write_text("ARG BASE_IMAGE=pytorch/pytorch:2.5.1-cuda12.1-cudnn9-runtime\n"
+                                                 "ARG MODEL_SIZE=base_plus\n\nFROM ${BASE_IMAGE}\n")
+    found = detect(tmp_path)
+    assert found.cuda is None and found.unused == [
+        "backend.Dockerfile: a Dockerfile for one part of the project; `--from backend.Dockerfile` reads its FROM"]
+    found = detect(tmp_path, from_file=tmp_path / "backend.Dockerfile")
+    assert found.requirements == ["torch==2.5.1"] and found.cuda == "12.1" and found.cudnn == "9"
+    assert found.origins["torch==2.5.1"].startswith("backend.Dockerfile:4 (FROM pytorch/pytorch:2.5.1-cuda12.1")

@@ -219,11 +219,16 @@ def read_dockerfile(path: Path, found: Detected) -> None:
     """The CUDA, cuDNN and torch that a `FROM nvidia/cuda:...` or `FROM pytorch/pytorch:...` names."""
     shown = found.show(path)
     raw = read_text(path, shown)
+    args = {}  # ARG NAME=default before FROM: `FROM ${BASE_IMAGE}` (facebookresearch/sam2's backend.Dockerfile)
     for number, line in enumerate(raw.splitlines(), 1):
+        arg = re.match(r"\s*ARG\s+(\w+)=[\"']?([^\s\"']+)", line, re.IGNORECASE)
+        if arg:
+            args[arg.group(1)] = arg.group(2)
         m = re.match(r"\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", line, re.IGNORECASE)
         if not m:
             continue
-        image, where = m.group(1).removeprefix("docker.io/"), f"{shown}:{number}"
+        image = re.sub(r"\$\{?(\w+)\}?", lambda v: args.get(v.group(1), v.group(0)), m.group(1))
+        image, where = image.removeprefix("docker.io/"), f"{shown}:{number}"
         torch, nvidia = _PYTORCH.match(image), _NVIDIA.match(image)
         if torch:
             found.sources.append(shown)
@@ -239,6 +244,7 @@ def read_dockerfile(path: Path, found: Detected) -> None:
                 found.hint_cudnn(nvidia.group(2), f"{where} (FROM {image})")
         else:
             found.skip(shown, f"FROM {image} names no CUDA version")
+            return
         found.notes.append(f"{shown}: only its FROM line was read (RUN steps are not translated)")
         return
     found.skip(shown, "no FROM line")

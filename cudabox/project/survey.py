@@ -107,6 +107,8 @@ def _read_all(directory: Path, found: Detected, extras, choose: Chooser | None) 
             read_cog(directory / name, found, lambda p: _read_reqs(p, found))
     if (directory / "Dockerfile").is_file():
         read_dockerfile(directory / "Dockerfile", found)
+    for other in sorted({*directory.glob("*.Dockerfile"), *directory.glob("Dockerfile.*")}):
+        found.skip(other.name, f"a Dockerfile for one part of the project; `--from {other.name}` reads its FROM")
     locks = [n for n in LOCK_FILES if (directory / n).is_file()]
     for name in locks:
         read_lock_file(directory / name, found)
