@@ -92,7 +92,8 @@ def read_pyproject(path: Path, found: Detected, extras: tuple[str, ...] = ()) ->
             found.take(text, where(text), f"{where(text)} [{name}]")
     left = [n for n in optional if n not in extras]
     if left:
-        found.notes.append(f"{shown}: optional dependencies ({', '.join(left)}) not included; "
+        names = ", ".join(left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+        found.notes.append(f"{shown}: optional dependencies ({names}) not included; "
                            f"`cudabox init --extra {left[0]}` includes a group")
     if doc.get("dependency-groups"):
         found.notes.append(f"{shown}: [dependency-groups] ({', '.join(doc['dependency-groups'])}) not included "

@@ -42,8 +42,11 @@ def read_setup_py(path: Path, found: Detected, read_file) -> bool:
     if call is None:
         found.skip(shown, "no setup(...) call")
         return False
-    found.sources.append(shown)
     args = {k.arg: k.value for k in call.keywords if k.arg}
+    if not {"install_requires", "python_requires"} & set(args):
+        found.skip(shown, "its setup() names no install_requires or python_requires")
+        return False
+    found.sources.append(shown)
     python = _literal(args.get("python_requires"), lists)
     if isinstance(python, str):
         found.hint_python(python, f"{shown}:{args['python_requires'].lineno} python_requires")
