@@ -364,3 +364,15 @@ def test_dockerfile_base_from_an_arg_and_other_dockerfiles_named(tmp_path):
     found = detect(tmp_path, from_file=tmp_path / "backend.Dockerfile")
     assert found.requirements == ["torch==2.5.1"] and found.cuda == "12.1" and found.cudnn == "9"
     assert found.origins["torch==2.5.1"].startswith("backend.Dockerfile:4 (FROM pytorch/pytorch:2.5.1-cuda12.1")
+
+
+def test_extra_groups_that_include_other_groups(tmp_path):
+    # huggingface/lerobot's shape: `training = ["lerobot[dataset]", "wandb"]`
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "LeRobot"\nversion = "0"\ndependencies = ["torch>=2.7"]\n'
+        '[project.optional-dependencies]\ndataset = ["datasets>=4"]\n'
+        'training = ["lerobot[dataset]", "wandb"]\nviz = ["rerun-sdk"]\n')
+    found = detect(tmp_path, extras=("training",))
+    assert found.requirements == ["torch>=2.7", "wandb", "datasets>=4"]
+    assert found.references == ["pyproject.toml[training]"]
+    assert any("optional dependencies (viz) not included" in n for n in found.notes)

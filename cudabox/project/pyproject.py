@@ -81,16 +81,22 @@ def read_pyproject(path: Path, found: Detected, extras: tuple[str, ...] = ()) ->
         found.take(text, where(text), where(text))
     optional = project.get("optional-dependencies") or {}
     optional.update(_poetry_extras(tool.get("poetry") or {}))
-    for name in extras:
+    queue, taken = list(extras), []
+    while queue:  # a group may include others: `lerobot[dataset]` inside lerobot's `training`
+        name = queue.pop(0)
+        if name in taken:
+            continue
         if name not in optional:
             raise InputError(f"{shown}: no optional-dependency group {name!r}"
                              + (f" (it has: {', '.join(optional)})" if optional else " (it has none)"))
+        taken.append(name)
         for text in optional[name]:
-            if _self_reference(text, project):  # `pkg[other]`: name that group with --extra too
-                found.notes.append(f"{shown}: group {name} includes {text!r}; pass --extra for each group")
+            included = _self_reference(text, project)
+            if included is not None:
+                queue += included
                 continue
             found.take(text, where(text), f"{where(text)} [{name}]")
-    left = [n for n in optional if n not in extras]
+    left = [n for n in optional if n not in taken]
     if left:
         names = ", ".join(left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
         found.notes.append(f"{shown}: optional dependencies ({names}) not included; "
@@ -106,14 +112,17 @@ def read_pyproject(path: Path, found: Detected, extras: tuple[str, ...] = ()) ->
     return bool(project.get("dependencies") or (tool.get("poetry") or {}).get("dependencies"))
 
 
-def _self_reference(text: str, project: dict) -> bool:
-    """`mypkg[extra]` inside mypkg's own extras: a group that includes another."""
-    from packaging.requirements import Requirement
+def _self_reference(text: str, project: dict) -> list[str] | None:
+    """`mypkg[a,b]` inside mypkg's own extras: the groups it includes; None for another package."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
 
     try:
-        return Requirement(text).name.lower() == str(project.get("name", "")).lower()
-    except Exception:  # noqa: BLE001 - a bad one is reported by requirement() later
-        return False
+        req = Requirement(text)
+    except InvalidRequirement:  # reported, with its line, when it is taken
+        return None
+    same = canonicalize_name(req.name) == canonicalize_name(str(project.get("name", "")))
+    return sorted(req.extras) if same else None
 
 
 def _poetry_extras(poetry: dict) -> dict:
