@@ -61,7 +61,8 @@ def spec_yaml(name: str, found: Detected, *, python: str | None, cuda: str | Non
     if python:
         out += ["# Python version or specifier.", f"# From {python_from}.", f"python: {q(python)}"]
     else:
-        out += ["# Python version or specifier, e.g. \"3.11\". Unset: the newest Python every framework supports.",
+        out += ["# Python version or specifier, e.g. \"3.11\". Unset: the base image's own Python when every",
+                "# framework supports it, else the newest they all support (installed by uv).",
                 "# python: \"3.11\""]
     groups = ["/".join((fw.name, *fw.companions)) for fw in found.registry.items]
     names = " and ".join(filter(None, (", ".join(groups[:-1]), groups[-1]))) if groups else "Frameworks"
