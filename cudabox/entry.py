@@ -1,16 +1,66 @@
-"""Console-script entry point: answers `--version` before importing the command tree."""
+"""Console-script and `python -m cudabox` entry point: answers `--version` before importing the command tree,
+and runs `check` without typer when cudabox's dependencies are not installed (a bare GPU node)."""
 
 from __future__ import annotations
 
 import sys
 
 
-def main() -> int:
-    if sys.argv[1:] == ["--version"]:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args == ["--version"]:
         from . import __version__
 
         print(f"cudabox {__version__}")
         return 0
-    from .cli import main as cli_main
+    try:
+        from .cli import main as cli_main
+    except ImportError as exc:  # typer, rich... missing: only `check` can run
+        if args[:1] == ["check"]:
+            return plain_check(args[1:])
+        sys.stderr.write(f"cudabox: error: {exc.name or exc} is not installed: only `cudabox check` runs "
+                         "without cudabox's dependencies (pip install cudabox)\n")
+        return 2
+    return cli_main(args)
 
-    return cli_main()
+
+def plain_check(argv: list[str]) -> int:
+    """`cudabox check` with argparse: the same options and help texts as the typer command."""
+    import argparse
+    import json
+
+    from .errors import CudaboxError
+    from .jobs import nodecheck
+
+    h = nodecheck.HELP
+    parser = argparse.ArgumentParser(prog="cudabox check", description="Is this GPU node healthy? (docs/check.md)")
+    parser.add_argument("--level", default="2", metavar="1|2|3", help=h["level"])
+    parser.add_argument("--python", metavar="PATH", help=h["python"])
+    parser.add_argument("--lock", action="store_true", help=h["lock"])
+    parser.add_argument("--project", "-C", default=".", metavar="DIR", help=h["project"])
+    parser.add_argument("--device", type=int, metavar="N", help=h["device"])
+    parser.add_argument("--gpus", type=int, metavar="N", help=h["gpus"])
+    parser.add_argument("--duration", type=float, default=30.0, metavar="SECONDS", help=h["duration"])
+    parser.add_argument("--gemm-size", type=int, metavar="N", help=h["gemm_size"])
+    parser.add_argument("--target", action="append", default=[], metavar="sm_XY", help=h["target"])
+    parser.add_argument("--results-dir", metavar="DIR", help=h["results_dir"])
+    parser.add_argument("--no-save", action="store_true", help=h["no_save"])
+    parser.add_argument("--json", action="store_true", help=h["json"])
+    a = parser.parse_args(argv)  # exits 2 on bad usage
+    try:
+        if (a.device is not None and a.device < 0) or (a.gpus is not None and a.gpus < 0) or a.duration < 1 \
+                or (a.gemm_size is not None and a.gemm_size < 16):
+            raise nodecheck.InputError("--device/--gpus >= 0, --duration >= 1, --gemm-size >= 16")
+        from pathlib import Path
+
+        options = nodecheck.Options(level=nodecheck.parse_level(a.level), python=a.python, lock=a.lock,
+                                    project=Path(a.project), device=a.device, gpus=a.gpus, duration=a.duration,
+                                    gemm_size=a.gemm_size, targets=tuple(a.target),
+                                    results_dir=Path(a.results_dir) if a.results_dir else None, save=not a.no_save)
+        report = nodecheck.check(options)
+    except CudaboxError as exc:
+        print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}) if a.json else "", end="\n" if a.json else "")
+        sys.stderr.write(f"cudabox: error: {exc}\n")
+        return exc.exit_code
+    print(json.dumps(report, indent=2) if a.json else nodecheck.format_text(report))
+    return report["exit_code"]

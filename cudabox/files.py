@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+from functools import lru_cache
 from pathlib import Path
-
-import yaml
 
 from .errors import located
 
-try:  # libyaml's parser is ~10x faster; PyYAML wheels ship it
-    _BaseLoader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - pure-Python fallback
-    _BaseLoader = yaml.SafeLoader
+# PyYAML is imported when YAML is read, not here: `cudabox check` writes its results with write_atomic on
+# bare GPU nodes that have no PyYAML.
 
 
 class Node(dict):
@@ -49,10 +46,6 @@ class Number(float):
         return self.text or float.__repr__(self)
 
 
-class _Loader(_BaseLoader):
-    pass
-
-
 def _construct_float(loader, node):
     value = Number(loader.construct_yaml_float(node))
     value.text = str(node.value)
@@ -60,6 +53,8 @@ def _construct_float(loader, node):
 
 
 def _construct_mapping(loader, node):
+    import yaml
+
     mapping = Node()
     mapping.line = node.start_mark.line + 1
     mapping.key_lines = {}
@@ -84,9 +79,17 @@ def _construct_sequence(loader, node):
     return seq
 
 
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
-_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+@lru_cache(maxsize=None)
+def _loader():
+    """A SafeLoader (libyaml's when PyYAML ships it: ~10x faster) that builds Node/Seq."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = type("_Loader", (base,), {})
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+    loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+    return loader
 
 
 def display_path(path: Path) -> str:
@@ -107,8 +110,10 @@ def load_yaml(path: Path, text: str | None = None):
             raise located(display_path(path), None, "file not found") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise located(display_path(path), None, f"cannot read: {exc}") from None
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader derives from SafeLoader
+        return yaml.load(text, Loader=_loader())  # noqa: S506 - _loader() derives from SafeLoader
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None

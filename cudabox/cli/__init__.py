@@ -16,12 +16,13 @@ from .root import app
 
 # The order of `cudabox --help`: the daily path first, then operations, then the groups.
 ORDER = ("init", "resolve", "lock", "dockerfile", "build", "validate", "run", "shell", "exec", "ps", "logs",
-         "stop", "doctor", "jobs")
+         "stop", "doctor", "check", "jobs")
 
 
 def _register():
     """Import every command module (each adds its commands to `app`; cheap: typer only), then order them."""
     from . import build, ci, cluster, images, matrix, refresh, resolve, run
+    from . import check  # noqa: F401 - after cluster: it adds to cluster's `export` group
     from . import export_dev  # noqa: F401 - export devcontainer|compose (issue 15)
 
     def position(info):

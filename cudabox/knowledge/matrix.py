@@ -17,6 +17,7 @@ from packaging.version import Version
 
 from ..errors import InputError
 from .frameworks import Frameworks
+from .names import normalize_gpu_name
 from .model import (
     GPU,
     Build,
@@ -151,13 +152,6 @@ class Matrix:
         seen = {p for b in self.builds for p in b.python.versions}
         seen |= {o.python for o in self.os_info.values()}
         return tuple(sorted(seen, key=Version))
-
-
-def normalize_gpu_name(name: str) -> str:
-    """ "NVIDIA GeForce RTX 2080 Ti" -> "rtx2080ti"; "Tesla V100-SXM2-32GB" -> "v100sxm232gb"."""
-    text = str(name).lower()
-    text = re.sub(r"\b(nvidia|tesla|geforce)\b", " ", text)
-    return re.sub(r"[^a-z0-9]", "", text)
 
 
 def _cc_from_text(text: str) -> str | None:

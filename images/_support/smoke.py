@@ -566,7 +566,7 @@ def check_nvrtc(expect, targets):
     try:
         nvrtc = Nvrtc()
     except OSError as exc:
-        return "skip", "no NVRTC in this image: %s" % exc
+        return "skip", "no NVRTC found: %s" % exc
     supported = nvrtc.supported_archs()
     span = "; it supports sm_%d..sm_%d" % (min(supported), max(supported)) if supported else ""
     if not targets:
@@ -611,7 +611,7 @@ def probe_gpus():
     Returns (devices, driver_version, reason_if_none)."""
     nvml = _load_nvml()
     if nvml is None:
-        return [], None, "libnvidia-ml.so.1 not found: no NVIDIA driver/runtime in this container"
+        return [], None, "libnvidia-ml.so.1 not found: no NVIDIA driver here (in a container: no GPU or NVIDIA runtime given)"
     nvml.nvmlErrorString.restype = ctypes.c_char_p
     result = nvml.nvmlInit_v2()
     if result != 0:
@@ -864,7 +864,7 @@ def check_bandwidth(expect, gpu, perf, options):
     try:
         function = kernel_function(gpu, "copy_f4")
     except OSError:
-        return "skip", "no NVRTC in the image to build the copy kernel"
+        return "skip", "no NVRTC to build the copy kernel"
     try:
         src, dst = ctypes.c_uint64(dev.alloc(nbytes)), ctypes.c_uint64(dev.alloc(nbytes))
         count = ctypes.c_uint64(nbytes // 16)
@@ -1124,7 +1124,7 @@ def check_gemm(expect, gpu, perf, options):
     dev = gpu["device"]
     method = choose_gemm(expect)
     if method is None:
-        return "skip", "no framework and no libcublas in the image: nothing to run a GEMM with"
+        return "skip", "no framework and no libcublas found: nothing to run a GEMM with"
     half = "bf16" if dev.cc[0] >= 8 else "fp16"
     n = gpu["gemm_n"] = gemm_size(dev, options.get("gemm_size"))
     gemm = GEMM_PATHS[method](dev, n, half)
