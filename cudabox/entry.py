@@ -24,12 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     return cli_main(args)
 
 
-def plain_check(argv: list[str]) -> int:
-    """`cudabox check` with argparse: the same options and help texts as the typer command."""
+def plain_parser():
+    """`cudabox check`'s options for argparse: the same names and help texts as the typer command."""
     import argparse
-    import json
 
-    from .errors import CudaboxError
     from .jobs import nodecheck
 
     h = nodecheck.HELP
@@ -46,11 +44,21 @@ def plain_check(argv: list[str]) -> int:
     parser.add_argument("--results-dir", metavar="DIR", help=h["results_dir"])
     parser.add_argument("--no-save", action="store_true", help=h["no_save"])
     parser.add_argument("--json", action="store_true", help=h["json"])
-    a = parser.parse_args(argv)  # exits 2 on bad usage
+    return parser
+
+
+def plain_check(argv: list[str]) -> int:
+    """`cudabox check` without typer (a bare GPU node)."""
+    import json
+
+    from .errors import CudaboxError, InputError
+    from .jobs import nodecheck
+
+    a = plain_parser().parse_args(argv)  # exits 2 on bad usage
     try:
         if (a.device is not None and a.device < 0) or (a.gpus is not None and a.gpus < 0) or a.duration < 1 \
                 or (a.gemm_size is not None and a.gemm_size < 16):
-            raise nodecheck.InputError("--device/--gpus >= 0, --duration >= 1, --gemm-size >= 16")
+            raise InputError("--device/--gpus >= 0, --duration >= 1, --gemm-size >= 16")
         from pathlib import Path
 
         options = nodecheck.Options(level=nodecheck.parse_level(a.level), python=a.python, lock=a.lock,
@@ -59,8 +67,16 @@ def plain_check(argv: list[str]) -> int:
                                     results_dir=Path(a.results_dir) if a.results_dir else None, save=not a.no_save)
         report = nodecheck.check(options)
     except CudaboxError as exc:
-        print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}) if a.json else "", end="\n" if a.json else "")
+        if a.json:
+            print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
         sys.stderr.write(f"cudabox: error: {exc}\n")
         return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - never a traceback, as in cudabox.cli.main
+        import os
+
+        if os.environ.get("CUDABOX_DEBUG"):
+            raise
+        sys.stderr.write(f"cudabox: error: internal error: {type(exc).__name__}: {exc} (CUDABOX_DEBUG=1 for a traceback)\n")
+        return 70
     print(json.dumps(report, indent=2) if a.json else nodecheck.format_text(report))
     return report["exit_code"]

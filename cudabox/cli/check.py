@@ -42,3 +42,71 @@ def check(level: str = typer.Option("2", "--level", metavar="1|2|3", help=HELP["
     else:
         print(nodecheck.format_text(report))
     raise typer.Exit(report["exit_code"])
+
+
+# --------------------------------------------------------------------------- on a cluster's nodes
+
+from .cluster import export_app  # noqa: E402 - the `export` group lives with the other cluster commands
+
+
+@export_app.command("slurm-healthcheck")
+def export_slurm_healthcheck(
+        level: str = typer.Option("1", "--level", metavar="1|2|3", help="The check's level (1 quick: seconds)."),
+        cudabox_python: str = typer.Option(None, "--cudabox-python", metavar="PATH",
+                                           help="The Python that runs cudabox on the nodes (default: this one)."),
+        python: str = typer.Option(None, "--python", metavar="PATH", help=HELP["python"]),
+        gpus: int = typer.Option(None, "--gpus", min=0, metavar="N",
+                                 help="GPUs every node must show (default: the node's Gres gpu count)."),
+        results_dir: str = typer.Option(None, "--results-dir", metavar="DIR", help=HELP["results_dir"]),
+        output_file: Path = typer.Option(None, "--output", "-o", metavar="FILE",
+                                         help="Write the script here (atomically, executable) instead of printing it.")):
+    """A script for Slurm's HealthCheckProgram or Prolog: drains a node failing `cudabox check` (with the
+    reason), resumes a node it drained once it passes."""
+    from ..jobs.healthcheck import slurm_script
+    from ..jobs.nodecheck import parse_level
+
+    text = slurm_script(level=parse_level(level), python=cudabox_python, check_python=python, gpus=gpus,
+                        results_dir=results_dir)
+    _write(text, output_file, 0o755, "the health-check script")
+
+
+@export_app.command("k8s-check")
+def export_k8s_check(
+        nodes: int = typer.Option(1, "--nodes", min=1, metavar="N", help="GPU nodes to check: one pod each."),
+        gpus: int = typer.Option(1, "--gpus", min=1, metavar="N", help="GPUs each pod asks for and checks."),
+        level: str = typer.Option("1", "--level", metavar="1|2|3", help="The smoke test's level (1 quick)."),
+        name: str = typer.Option(None, "--name", metavar="NAME", help="Job name (default: cudabox-check-PROJECT-LOCKHASH)."),
+        namespace: str = typer.Option(None, "--namespace", "-n", metavar="NS", help="metadata.namespace."),
+        registry: str = typer.Option(None, "--registry", metavar="HOST/PATH", envvar="CUDABOX_REGISTRY",
+                                     help="Registry prefix the nodes pull the project's image from."),
+        image: str = typer.Option(None, "--image", metavar="REF", help="Check with this image instead of the project's."),
+        output_file: Path = typer.Option(None, "--output", "-o", metavar="FILE",
+                                         help="Write the Job here (atomically) instead of printing it."),
+        project: Path = typer.Option(Path("."), "--project", "-C", metavar="DIR", help=HELP["project"])):
+    """An Indexed Job that runs the project image's quick smoke test on N GPU nodes, one pod per node."""
+    from ..image.build import project_tag
+    from ..jobs.healthcheck import k8s_check_job
+    from ..jobs.k8s import to_yaml
+    from ..jobs.nodecheck import parse_level
+    from ..knowledge.loader import load
+    from ..lock.lockfile import read_lock
+
+    lock = read_lock(project)
+    ref = image or project_tag(lock)
+    if registry and not image:
+        ref = f"{registry.rstrip('/')}/{ref}"
+    manifest = k8s_check_job(load(project), lock, image=ref, nodes=nodes, gpus=gpus, level=parse_level(level),
+                             name=name, namespace=namespace)
+    _write(to_yaml(manifest), output_file, None, f"Job {manifest['metadata']['name']}")
+
+
+def _write(text: str, path: Path | None, mode: int | None, what: str) -> None:
+    if path is None:
+        import sys
+
+        sys.stdout.write(text)
+        return
+    from ..files import write_atomic
+
+    write_atomic(path, text, mode=mode)
+    output.console(stderr=True).print(f"wrote {path} ({what})")

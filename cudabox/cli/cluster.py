@@ -121,19 +121,31 @@ def fleet_plan(inventory: Path = typer.Option(..., "--inventory", "-i", metavar=
                allow_forward_compat: bool = typer.Option(False, "--allow-forward-compat",
                                                          help="Count CUDA forward compatibility (non-slim "
                                                               "stacks on datacenter GPUs)."),
+               results_dir: Path = typer.Option(None, "--results-dir", metavar="DIR",
+                                                help="Where the nodes' `cudabox check` results are (default: "
+                                                     "STATE_DIR/checks); shown per node."),
                json: bool = JSON, project: Path = PROJECT):
     """Which stacks run on which nodes, and the newest stack that runs on all of them (or why none does)."""
-    from ..jobs.fleet import plan_fleet, to_dict
+    from ..jobs.fleet import last_checks, plan_fleet, to_dict
+    from ..jobs.nodecheck import load_results
 
     output.use_json(json)
     result = plan_fleet(project, inventory, with_=with_, python=python, cuda=cuda, driver=driver, gres_map=gres_map,
                         catalog=catalog, no_catalog=no_catalog, allow_forward_compat=allow_forward_compat)
+    result.checks = last_checks(result.nodes, load_results(results_dir))
     if json:
         output.emit_json(to_dict(result))
     else:
         _print_fleet(result)
     if result.reasons:  # requirements were given and no stack runs on every node: like `resolve`, exit 3
         raise typer.Exit(3)
+
+
+def _check_line(name: str, c: dict) -> str:
+    if c["status"] == "failed":
+        return f"{name} FAILED {', '.join(c['failed'])} ({c['checked_at']})"
+    speed = f", GEMM {c['gemm_tflops']:.0f} TFLOPS" if c.get("gemm_tflops") is not None else ""
+    return f"{name} {c['status']} ({c['checked_at']}, level {c['level']}{speed})"
 
 
 def _print_fleet(result) -> None:
@@ -150,6 +162,10 @@ def _print_fleet(result) -> None:
         span = f"CUDA {window[0]}–{window[-1]}" if window else "no CUDA"
         con.print(f"[bold]{e(gpu)}[/], driver {driver}: {len(members)} node(s) "
                   f"({e(', '.join(n.name for n in members[:6]))}{' …' if len(members) > 6 else ''}); runs {span}")
+        checked = [(n.name, result.checks[n.name]) for n in members if n.name in result.checks]
+        if checked:
+            con.print("  last check: " + "; ".join(e(_check_line(name, c)) for name, c in checked)
+                      + (f"; {len(members) - len(checked)} never checked" if len(checked) < len(members) else ""))
     if result.candidates:
         table = Table(title="stacks × node classes", box=None, padding=(0, 1))
         table.add_column("stack")

@@ -5,7 +5,8 @@ NVIDIA GPUs, the engine can hand them to containers; the project's lock can
 run on this host's driver. Warnings (exit 0): no BuildKit builder (builds
 fall back to the legacy builder: no caches, no build secrets), no GPU or
 driver (CI machines, laptops: jobs run without a GPU), no GPU support in the
-engine on a machine without GPUs, a stale lock, an image not built yet.
+engine on a machine without GPUs, a stale lock, an image not built yet. The node's last
+`cudabox check` is shown too (kept in the state dir); a failed one fails here.
 """
 
 from __future__ import annotations
@@ -124,6 +125,24 @@ def _project(checks: list[Check], project: Path, host, eng) -> None:
             checks.append(Check("image", WARN, f"{tag} is not built yet", "`cudabox build` (or `cudabox run` builds it)"))
 
 
+def _node_check(checks: list[Check], host) -> None:
+    """The last `cudabox check` of this node (docs/check.md), from the state dir."""
+    from .nodecheck import load_results, node_name, summary
+
+    node = node_name()
+    last = load_results().get(node)
+    if last is None:
+        checks.append(Check("node-check", SKIP, f"{node} was never checked", "`cudabox check` (seconds with --level 1)"))
+    elif last.get("status") == "failed":
+        checks.append(Check("node-check", FAIL, f"{node}: {summary(last)}",
+                            "see `cudabox check` for the details; docs/check.md says what each failure means"))
+    elif last.get("status") == "passed-without-gpu" and host.gpus:
+        checks.append(Check("node-check", WARN, f"{node}: {summary(last)}; nothing ran on the GPU "
+                                                f"({last.get('gpu_reason')})", "`cudabox check` on this GPU node"))
+    else:
+        checks.append(Check("node-check", OK, f"{node}: {summary(last)}"))
+
+
 def diagnose(project: Path = Path("."), *, no_host: bool = False) -> list[Check]:
     from .. import host as host_mod
 
@@ -134,6 +153,7 @@ def diagnose(project: Path = Path("."), *, no_host: bool = False) -> list[Check]
     host = host_mod.detect(ignore=no_host)
     _gpu_runtime(checks, eng, host)
     _host(checks, host)
+    _node_check(checks, host)
     _project(checks, Path(project), host, eng)
     return checks
 

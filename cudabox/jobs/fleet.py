@@ -57,6 +57,7 @@ class Plan:
     reasons: list[str] = field(default_factory=list)  # why it is unsatisfiable
     windows: dict = field(default_factory=dict)  # class -> [CUDA minors it runs]
     per_class: dict = field(default_factory=dict)  # class -> Stack | reasons (when no fleet-wide stack)
+    checks: dict = field(default_factory=dict)  # node name -> its last `cudabox check` (last_checks())
 
     @property
     def classes(self) -> list[tuple[str, str]]:
@@ -179,6 +180,22 @@ def plan(m: Matrix, nodes: list[Node], cands: list[Candidate], request: Request 
     return result
 
 
+def last_checks(nodes: list[Node], results: dict[str, dict]) -> dict[str, dict]:
+    """node name -> its last `cudabox check` in brief (status, when, level, speed), for the nodes checked."""
+    out = {}
+    for node in nodes:
+        report = results.get(node.name) or results.get(node.name.split(".")[0])
+        if report is None:
+            continue
+        perf = report.get("perf") or {}
+        out[node.name] = {"status": report.get("status"), "checked_at": report.get("checked_at"),
+                          "level": report.get("level"), "gemm_tflops": perf.get("gemm_tflops"),
+                          "gemm_fraction": perf.get("gemm_fraction"), "bandwidth_gbs": perf.get("bandwidth_gbs"),
+                          "failed": list(dict.fromkeys(c["name"] for c in report.get("checks") or ()
+                                                       if c.get("status") == "fail"))}
+    return out
+
+
 def window_reasons(result: Plan) -> list[str]:
     """Name the facts when the node classes share no CUDA version at all."""
     windows = result.windows
@@ -205,7 +222,8 @@ def to_dict(result: Plan) -> dict:
                  "cuda_window": result.windows.get(klass, []),
                  "runs": [c.name for c in result.candidates if result.verdicts[(c.name, klass)].ok],
                  "refused": {c.name: result.verdicts[(c.name, klass)].why for c in result.candidates
-                             if not result.verdicts[(c.name, klass)].ok}}
+                             if not result.verdicts[(c.name, klass)].ok},
+                 "last_checks": {n.name: result.checks.get(n.name) for n in result.members(klass)}}
         if klass in result.per_class:
             own = result.per_class[klass]
             entry["own_stack"] = _stack_summary(own) if isinstance(own, Stack) else {"reasons": own}
