@@ -156,6 +156,16 @@ def test_plain_python_finds_the_wheels_libraries(wheels_venv):
     assert "read without PyYAML" in report["facts"]
 
 
+@pytest.mark.network
+def test_nvrtc_compiles_for_the_given_targets():
+    old = _build_venv(STACKS["12.4"])
+    code, report, checks = _plain(old, "--target", "sm_120", "--no-save")
+    assert code == 1 and report["status"] == "failed"
+    assert "NVRTC 12.4 cannot compile for sm_120" in checks[("nvrtc", None)]["detail"]
+    code, _, checks = _plain(old, "--target", "sm_90", "--no-save")
+    assert code == 4 and "sm_90" in checks[("nvrtc", None)]["detail"]
+
+
 # --------------------------------------------------------------------------- with the stand-in GPU
 
 
