@@ -4,7 +4,8 @@ No container: smoke.py runs in a subprocess of the chosen Python (this one, or `
 host's driver and the CUDA libraries that Python finds (NVIDIA's wheels, a system toolkit). A probe
 in that Python first says what is there (frameworks, CUDA runtime, driver, GPUs); the expectations
 follow from it and the matrix facts (each GPU's datasheet peaks, the driver a CUDA major needs), or
-from a lock (`--lock`: can this node run the project's stack?). Each GPU gets its own smoke run.
+from a lock (`--lock`: can this node run the project's stack?). Each GPU gets its own smoke run, all
+GPUs at once.
 The report (`cudabox.check/v1`) is kept per node under the state dir for `doctor` and `fleet plan`.
 
 Standard library only at import time: it must run on a bare GPU node (`python -m cudabox check`).
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +43,7 @@ HELP = {
     "lock": "Judge the node against the project's cudabox.lock (its driver floor, its GPUs) instead of "
             "what is installed here.",
     "project": "Project directory (holds cudabox.lock, for --lock).",
-    "device": "Check only this CUDA device (default: every GPU, one after the other).",
+    "device": "Check only this CUDA device (default: every GPU, all at once).",
     "gpus": "The number of GPUs this node must show (fewer fails the check; for health checks).",
     "duration": "Seconds of the level-3 sustained run.",
     "gemm_size": "GEMM size n (default 8192; 4096 with under 2 GiB free).",
@@ -182,7 +184,10 @@ def check(options: Options) -> dict:
     with tempfile.TemporaryDirectory(prefix="cudabox-check-") as tmp:
         path = Path(tmp) / "expect.json"
         path.write_text(json.dumps(expect), encoding="utf-8")
-        runs = [_smoke(python, path, options, ordinal, first=i == 0) for i, ordinal in enumerate(ordinals)]
+        # one process per GPU, all at once (as DCGM runs its GPUs): the node under load, and a quick check of
+        # eight GPUs stays within the 60 s Slurm gives a HealthCheckProgram
+        with ThreadPoolExecutor(max_workers=len(ordinals)) as pool:
+            runs = list(pool.map(lambda ordinal: _smoke(python, path, options, ordinal), ordinals))
     report = merge(runs)
     extra = []
     if options.gpus is not None:
@@ -202,7 +207,7 @@ def check(options: Options) -> dict:
     return report
 
 
-def _smoke(python: str, expect_path: Path, options: Options, ordinal: int, *, first: bool) -> dict:
+def _smoke(python: str, expect_path: Path, options: Options, ordinal: int) -> dict:
     args = [python, str(SMOKE), "--expect", str(expect_path), "--json", "--level", str(options.level),
             "--device", str(ordinal), "--duration", str(options.duration)]
     args += ["--gemm-size", str(options.gemm_size)] if options.gemm_size else []
