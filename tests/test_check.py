@@ -87,6 +87,18 @@ def test_merging_one_run_per_gpu():
     assert nodecheck.merge([run(0, "passed-without-gpu", None)])["status"] == "passed-without-gpu"
 
 
+def test_each_gpu_is_the_only_one_its_smoke_run_sees():
+    pci = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert nodecheck.gpu_slots(2, None, None, False) == [(0, dict(pci, CUDA_VISIBLE_DEVICES="0")),
+                                                         (1, dict(pci, CUDA_VISIBLE_DEVICES="1"))]
+    assert nodecheck.gpu_slots(8, 1, "5,7", True) == [(7, {"CUDA_VISIBLE_DEVICES": "7"})]  # a Slurm job's GPUs
+    assert nodecheck.gpu_slots(1, None, "GPU-1234", True) == [("GPU-1234", {"CUDA_VISIBLE_DEVICES": "GPU-1234"})]
+    assert nodecheck.gpu_slots(0, None, None, False) == [(0, {})]  # no GPU: one run of the checks needing none
+    assert nodecheck.gpu_slots(4, None, "", False) == [(0, {})]  # CUDA_VISIBLE_DEVICES="": gpu.cuda says so
+    with pytest.raises(nodecheck.InputError, match="--device 2: this node has 2 GPU"):
+        nodecheck.gpu_slots(2, 2, None, False)
+
+
 def test_both_parsers_take_the_same_options():
     """`python -m cudabox check` without typer parses what `cudabox check` parses."""
     from cudabox.cli.root import app

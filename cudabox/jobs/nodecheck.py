@@ -178,16 +178,15 @@ def check(options: Options) -> dict:
     found = probe(python)
     expect = expectations(found, facts, stack)
     devices = found.get("devices") or []
-    if options.device is not None and devices and options.device >= len(devices):
-        raise InputError(f"--device {options.device}: this node has {len(devices)} GPU(s)")
-    ordinals = [options.device] if options.device is not None else list(range(len(devices))) or [0]
+    slots = gpu_slots(len(devices), options.device, os.environ.get("CUDA_VISIBLE_DEVICES"),
+                      "CUDA_DEVICE_ORDER" in os.environ)
     with tempfile.TemporaryDirectory(prefix="cudabox-check-") as tmp:
         path = Path(tmp) / "expect.json"
         path.write_text(json.dumps(expect), encoding="utf-8")
         # one process per GPU, all at once (as DCGM runs its GPUs): the node under load, and a quick check of
         # eight GPUs stays within the 60 s Slurm gives a HealthCheckProgram
-        with ThreadPoolExecutor(max_workers=len(ordinals)) as pool:
-            runs = list(pool.map(lambda ordinal: _smoke(python, path, options, ordinal), ordinals))
+        with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+            runs = list(pool.map(lambda slot: _smoke(python, path, options, *slot), slots))
     report = merge(runs)
     extra = []
     if options.gpus is not None:
@@ -207,13 +206,32 @@ def check(options: Options) -> dict:
     return report
 
 
-def _smoke(python: str, expect_path: Path, options: Options, ordinal: int) -> dict:
+def gpu_slots(count: int, device: int | None, visible: str | None, ordered: bool) -> list[tuple]:
+    """(label, environment) of each smoke run: one GPU each, made the only one CUDA sees, so that a framework
+    that claims memory on every visible GPU (jax preallocates) stays on its own. The GPUs are NVML's (CUDA
+    ordered by PCI bus, as NVML is), or the entries of a CUDA_VISIBLE_DEVICES already set (a Slurm job's)."""
+    if visible is not None:
+        entries = [e.strip() for e in visible.split(",") if e.strip()]
+    else:
+        entries = [str(i) for i in range(count)]
+    if not entries:  # no GPU, or CUDA_VISIBLE_DEVICES="" : one run, as things are
+        return [(0, {})]
+    if device is not None:
+        if device >= len(entries):
+            raise InputError(f"--device {device}: this node has {len(entries)} GPU(s) to check")
+        entries = [entries[device]]
+    order = {} if ordered else {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    return [(int(e) if e.isdigit() else e, dict(order, CUDA_VISIBLE_DEVICES=e)) for e in entries]
+
+
+def _smoke(python: str, expect_path: Path, options: Options, ordinal, env: dict) -> dict:
     args = [python, str(SMOKE), "--expect", str(expect_path), "--json", "--level", str(options.level),
-            "--device", str(ordinal), "--duration", str(options.duration)]
+            "--device", "0", "--duration", str(options.duration)]
     args += ["--gemm-size", str(options.gemm_size)] if options.gemm_size else []
     args += [a for t in options.targets for a in ("--target", t)]
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=options.timeout + options.duration)
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=options.timeout + options.duration,
+                              env=dict(os.environ, **env))
     except subprocess.TimeoutExpired:
         return _broken(ordinal, f"smoke.py on device {ordinal} did not finish in {options.timeout:.0f} s")
     try:
