@@ -78,5 +78,7 @@ def plain_check(argv: list[str]) -> int:
             raise
         sys.stderr.write(f"cudabox: error: internal error: {type(exc).__name__}: {exc} (CUDABOX_DEBUG=1 for a traceback)\n")
         return 70
-    print(json.dumps(report, indent=2) if a.json else nodecheck.format_text(report))
+    from .jobs.noderesults import format_text
+
+    print(json.dumps(report, indent=2) if a.json else format_text(report))
     return report["exit_code"]

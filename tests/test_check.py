@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cudabox.jobs import nodecheck
+from cudabox.jobs import nodecheck, noderesults
 from cudabox.jobs.nodefacts import Facts, GpuFacts, facts_from_files, facts_from_matrix, flat_records
 from tests.slurm_fixtures import slurm_cluster  # noqa: F401 - fixture
 from tests.support import REPO, run_cli
@@ -254,18 +254,18 @@ def test_doctor_shows_the_nodes_last_check(monkeypatch, tmp_path):
     checks = []
     doctor._node_check(checks, Host())
     assert checks[-1].status == "skip" and "never checked" in checks[-1].detail
-    nodecheck.save(_result("n1", "passed", gemm=700.0))
+    noderesults.save(_result("n1", "passed", gemm=700.0))
     doctor._node_check(checks, Host())
     assert checks[-1].status == "ok" and "GEMM 700 TFLOPS (70% of peak)" in checks[-1].detail
-    nodecheck.save(_result("n1", "failed", failed=("gpu.kernel",)))
+    noderesults.save(_result("n1", "failed", failed=("gpu.kernel",)))
     doctor._node_check(checks, Host())
     assert checks[-1].status == "fail" and "failed gpu.kernel" in checks[-1].detail
 
 
 def test_fleet_plan_shows_each_nodes_last_check(tmp_path):
     results = tmp_path / "results"
-    nodecheck.save(_result("gpu01", "passed", gemm=700.0), results)
-    nodecheck.save(_result("gpu02", "failed", failed=("gpu.sustained",)), results)
+    noderesults.save(_result("gpu01", "passed", gemm=700.0), results)
+    noderesults.save(_result("gpu02", "failed", failed=("gpu.sustained",)), results)
     inventory = tmp_path / "nodes.yaml"
     inventory.write_text(yaml.safe_dump([{"name": n, "gpu": "H100", "driver": "580.65.06"}
                                          for n in ("gpu01", "gpu02", "gpu03")]))

@@ -40,7 +40,9 @@ def check(level: str = typer.Option("2", "--level", metavar="1|2|3", help=HELP["
     if json:
         output.emit_json(report)
     else:
-        print(nodecheck.format_text(report))
+        from ..jobs.noderesults import format_text
+
+        print(format_text(report))
     raise typer.Exit(report["exit_code"])
 
 

@@ -127,7 +127,7 @@ def fleet_plan(inventory: Path = typer.Option(..., "--inventory", "-i", metavar=
                json: bool = JSON, project: Path = PROJECT):
     """Which stacks run on which nodes, and the newest stack that runs on all of them (or why none does)."""
     from ..jobs.fleet import last_checks, plan_fleet, to_dict
-    from ..jobs.nodecheck import load_results
+    from ..jobs.noderesults import load_results
 
     output.use_json(json)
     result = plan_fleet(project, inventory, with_=with_, python=python, cuda=cuda, driver=driver, gres_map=gres_map,

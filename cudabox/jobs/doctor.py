@@ -127,7 +127,7 @@ def _project(checks: list[Check], project: Path, host, eng) -> None:
 
 def _node_check(checks: list[Check], host) -> None:
     """The last `cudabox check` of this node (docs/check.md), from the state dir."""
-    from .nodecheck import load_results, node_name, summary
+    from .noderesults import load_results, node_name, summary
 
     node = node_name()
     last = load_results().get(node)
