@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -378,8 +379,9 @@ def test_slurm_healthcheck_counts_gres_gpus(tmp_path):
     probe = tmp_path / "python"  # stands in for the check: prints its arguments
     probe.write_text("#!/bin/sh\necho \"$@\" >> " + str(tmp_path / "args") + "\nexit 4\n")
     probe.chmod(0o755)
-    text = script.read_text().replace(f"PYTHON={sys.executable}", f"PYTHON={probe}")
-    script.write_text(text)
+    text = script.read_text()
+    assert text.count("\nPYTHON=") == 1
+    script.write_text(re.sub(r"(?m)^PYTHON=.*$", f"PYTHON={probe}", text))
     subprocess.run(["bash", str(script)], env=dict(os.environ, CUDABOX_SCONTROL=str(fake), CUDABOX_NODE="n1"),
                    check=True, capture_output=True)
     assert (tmp_path / "args").read_text().split() == ["-m", "cudabox", "check", "--level", "1", "--json",
