@@ -49,7 +49,7 @@ def load_facts(project: Path | None = None) -> Facts:
     except ImportError as exc:  # a bare node: no PyYAML/packaging
         from .. import paths
 
-        return facts_from_files(paths.matrices_dir(), why=f"bundled matrix files ({exc.name} not installed)")
+        return facts_from_files(paths.matrices_dir(), why=f"bundled matrix files ({(exc.name or 'a dependency').split('.')[0]} not installed)")
     return facts_from_matrix(load(project))
 
 
