@@ -22,7 +22,6 @@ ORDER = ("init", "resolve", "lock", "dockerfile", "build", "validate", "run", "s
 def _register():
     """Import every command module (each adds its commands to `app`; cheap: typer only), then order them."""
     from . import build, ci, cluster, images, matrix, refresh, resolve, run
-    from . import build, ci, cluster, images, matrix, refresh, resolve, run
     from . import check  # noqa: F401 - after cluster: it adds to cluster's `export` group
     from . import export_dev  # noqa: F401 - export devcontainer|compose (issue 15)
 
