@@ -890,7 +890,7 @@ def check_bandwidth(expect, gpu, perf, options):
         target = match_target(expect, dev.name, dev.cc) or {}
         thresholds = dict(DEFAULT_THRESHOLDS, **(expect.get("thresholds") or {}))
         if target.get("peak_bandwidth_gbs"):
-            perf["bandwidth_fraction"] = round(gbs / float(target["peak_bandwidth_gbs"]), 3)
+            perf["bandwidth_fraction"] = round(gbs / float(target["peak_bandwidth_gbs"]), 4)
         status, detail = _judge(gbs, "GB/s", target.get("peak_bandwidth_gbs"),
                                 thresholds["bandwidth_pass"])
         return status, "%d MiB device copy x %d: %s" % (nbytes // 2**20, iterations, detail)
@@ -1152,7 +1152,7 @@ def check_gemm(expect, gpu, perf, options):
     target = match_target(expect, dev.name, dev.cc) or {}
     thresholds = dict(DEFAULT_THRESHOLDS, **(expect.get("thresholds") or {}))
     if target.get("peak_fp16_tflops"):
-        perf["gemm_fraction"] = round(tflops / float(target["peak_fp16_tflops"]), 3)
+        perf["gemm_fraction"] = round(tflops / float(target["peak_fp16_tflops"]), 4)
     status, detail = _judge(tflops, "TFLOPS", target.get("peak_fp16_tflops"),
                             thresholds["gemm_pass"])
     return status, "%s %s %dx%d random data, results checked: %s" % (method, half, n, n, detail)
