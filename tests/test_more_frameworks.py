@@ -5,12 +5,15 @@ Table-driven: each row is a request and what the bundled matrix must make of it.
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from cudabox.errors import InputError
 from cudabox.knowledge import loader
 from cudabox.resolve.resolver import pair_conflict, resolve
 
+from .support import REPO
 from .test_resolve import framework, req
 from .test_rules import refusal
 
@@ -177,3 +180,77 @@ def test_mxnet_and_torch_share_cuda_11(m):
 def test_mxnet_two_packages_are_two_variants(m):
     reasons = refusal(m, "mxnet-cu112==1.9.1", "mxnet-cu117==1.9.1")
     assert "cu112" in reasons and "cu117" in reasons
+
+
+# ---------------------------------------------------------------- init on the fixture projects (no engine)
+
+
+PROJECTS = REPO / "tests" / "fixtures" / "projects"
+
+
+def _init(tmp_path, name):
+    from cudabox.lock.init import plan_init, write_plan
+    from cudabox.project.detect import detect
+
+    project = tmp_path / name
+    shutil.copytree(PROJECTS / name, project)
+    plan = plan_init(project, detect(project), no_host=True)
+    write_plan(plan)
+    return project, plan
+
+
+def test_init_paddleocr_project(tmp_path):
+    from cudabox.lock.lockfile import read_lock
+
+    project, plan = _init(tmp_path, "paddleocr-requirements")
+    stack = read_lock(project).stack
+    assert [(f.name, f.version, f.variant) for f in stack.frameworks] == [("paddle", "3.0.0", "cu126")]
+    assert stack.index_urls == ("https://www.paddlepaddle.org.cn/packages/stable/cu126/",)
+    assert stack.requirements == ("paddlepaddle-gpu==3.0.0",) and stack.os_packages == ("libgomp1",)
+    assert stack.base_image.startswith("nvidia/cuda:12.6") and "cudnn" in stack.base_image
+    text = (project / "cudabox.yaml").read_text()
+    assert 'cuda: "12.6"' in text and "(index https://www.paddlepaddle.org.cn/packages/stable/cu126/)" in text
+    assert any("paddle 3.0.0 (cu126): matrix record is unverified" in w for w in plan.resolution.stack.warnings)
+
+
+def test_init_keras_project_takes_its_backend_from_the_project(tmp_path):
+    from cudabox.lock.lockfile import read_lock
+    from cudabox.project.spec import load_spec
+
+    project, plan = _init(tmp_path, "keras-jax")
+    assert dict(load_spec(project).env) == {"KERAS_BACKEND": "jax"}
+    assert "# From .env:2: it also picks the backend" in (project / "cudabox.yaml").read_text()
+    stack = read_lock(project).stack
+    assert stack.framework_names == ("jax",)
+    assert any(w.startswith("keras>=3.5: backend jax (KERAS_BACKEND=jax from cudabox.yaml env:)")
+               for w in plan.resolution.stack.why)
+
+
+def test_keras_backend_set_in_python_is_detected(tmp_path):
+    from cudabox.project.detect import detect
+
+    (tmp_path / "requirements.txt").write_text("keras>=3\ntorch\n")
+    (tmp_path / "main.py").write_text('import os\nos.environ["KERAS_BACKEND"] = "torch"\nimport keras\n')
+    (tmp_path / "other.py").write_text('import os\nos.environ.setdefault("KERAS_BACKEND", "jax")\n')
+    found = detect(tmp_path)
+    assert found.env == {"KERAS_BACKEND": "torch"} and found.env_from == {"KERAS_BACKEND": "main.py:2"}
+    assert any("other.py:2: sets KERAS_BACKEND=jax, but main.py:2 sets torch; kept torch" in n for n in found.notes)
+
+
+def test_init_mxnet_project_is_refused_with_the_reasons(tmp_path):
+    from cudabox.errors import Unsatisfiable
+    from cudabox.lock.init import plan_init
+    from cudabox.project.detect import detect
+
+    project = tmp_path / "mxnet-legacy"
+    shutil.copytree(PROJECTS / "mxnet-legacy", project)
+    found = detect(project)
+    assert "mxnet-cu112==1.9.1" in found.requirements and found.python == "3.8"
+    with pytest.raises(Unsatisfiable) as err:
+        plan_init(project, found, no_host=True)
+    reasons = "\n".join(err.value.reasons)
+    assert "nvidia/cuda 11.2.2 is deleted" in reasons and "--allow-eol-images" in reasons
+    assert "Apache MXNet is retired" in reasons
+    assert not (project / "cudabox.yaml").exists()  # nothing half-written
+    s = resolve(loader.load(), req(loader.load(), *found.requirements, python="==3.8.*", allow_eol_images=True))
+    assert framework(s, "mxnet").variant == "cu112" and s.python == "3.8"

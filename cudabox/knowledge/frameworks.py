@@ -58,6 +58,7 @@ class Framework:
     post_tag: str | None = None  # "post{major}{minor}": a CUDA build marked by a post-release (2.6.2.post120)
     variant_name: str | None = None  # "cu{major}{minor}": the variant a package name or post tag picks
     retired: str | None = None  # why the project no longer releases (said with every resolution)
+    system_packages: tuple[str, ...] = ()  # apt packages its wheels load but don't ship (libgomp1)
 
     @property
     def pip_name(self) -> str:
@@ -141,6 +142,18 @@ class Framework:
         if self.shape == "extra":
             return f"{self.name}[{variant}]=={version}" if variant == self.extra else f"{self.name}=={version}"
         return f"{self.name}[{variant}]=={version}" if variant else f"{self.name}=={version}"
+
+    def selector(self, version: str, variant: str | None) -> str:
+        """A requirement that picks exactly this build (the catalog's): torch==2.7.1+cu128, and for a
+        framework whose builds pip tells apart by index or package name, the local tag cudabox reads the
+        same way (paddlepaddle-gpu==3.0.0+cu126) or the package of that build (mxnet-cu112==1.9.1)."""
+        if self.shape != "variants" or not variant:
+            return self.requirement(version, variant, pypi_default=False)
+        if self._package and self.variant_name:
+            m = re.fullmatch(template_regex(self.variant_name), variant)
+            if m:
+                return f"{self.package.format(**m.groupdict())}=={version}"
+        return f"{self.pip_name}=={version}+{variant}"
 
     def tag_shows_variant(self, variant: str | None) -> bool:
         """Whether image tags name the variant (2.7.1-cu128, 0.6.0-cuda12; not 2.21.0-and-cuda)."""

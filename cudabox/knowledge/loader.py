@@ -184,7 +184,8 @@ def _read_frameworks(doc, m: Matrix):
             cpu_extra=r.get("cpu_extra", f.optional(f.string), None),
             package=r.get("package", f.optional(f.template), None), post_tag=r.get("post_tag", f.optional(f.template), None),
             variant_name=r.get("variant_name", f.optional(f.template), None),
-            retired=r.get("retired", f.optional(f.string), None), prov=r.prov())
+            retired=r.get("retired", f.optional(f.string), None),
+            system_packages=r.get("system_packages", f.list_of(f.string), ()), prov=r.prov())
         r.done()
         if (fw.post_tag or (fw.package and "{" in fw.package)) and not fw.variant_name:
             raise r.error("variant_name", f"{what}: a package template or post_tag needs 'variant_name'")

@@ -325,7 +325,11 @@ class Chooser:
                      base_image=base, os=os_id, packages=packages, requirements=tuple(requirements),
                      index_urls=tuple(indexes), requirement=requirement, min_driver=min_driver, driver_mode=mode,
                      targets=self._targets(), frameworks=picks, why=tuple(why),
-                     warnings=tuple(self._warnings(install, python)))
+                     warnings=tuple(self._warnings(install, python)), os_packages=self._os_packages(builds))
+
+    def _os_packages(self, builds) -> tuple[str, ...]:
+        names = [p for b in builds if (fw := self.m.frameworks.get(b.framework)) for p in fw.system_packages]
+        return tuple(dict.fromkeys(names))
 
     def _want(self, b: Build):
         return self.wants[b.framework]
