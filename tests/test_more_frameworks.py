@@ -254,3 +254,31 @@ def test_init_mxnet_project_is_refused_with_the_reasons(tmp_path):
     assert not (project / "cudabox.yaml").exists()  # nothing half-written
     s = resolve(loader.load(), req(loader.load(), *found.requirements, python="==3.8.*", allow_eol_images=True))
     assert framework(s, "mxnet").variant == "cu112" and s.python == "3.8"
+
+
+# ---------------------------------------------------------------- matrix refresh learns paddlepaddle-gpu releases
+
+
+def test_refresh_adds_new_paddle_releases(tmp_path):
+    import json
+
+    from cudabox.knowledge.overlay import load_documents
+    from cudabox.knowledge.pypi import Client, FixtureTransport
+    from cudabox.knowledge.refresh.plan import plan
+
+    root = tmp_path / "pypi"
+    shutil.copytree(REPO / "tests" / "fixtures" / "pypi", root)
+    doc = json.loads((root / "paddlepaddle-gpu.json").read_text())
+    for version in ("2.6.3", "2.7.0"):  # SYNTHETIC releases made by this test (not on PyPI)
+        doc["releases"][version] = [
+            {"filename": f"paddlepaddle_gpu-{version}-{t}-manylinux1_x86_64.whl", "yanked": False,
+             "url": f"https://files.pythonhosted.org/packages/synthetic/paddlepaddle_gpu-{version}-{t}.whl",
+             "upload_time_iso_8601": "2026-12-01T00:00:00Z"} for t in ("cp311-cp311", "cp312-cp312")]
+    (root / "paddlepaddle-gpu.json").write_text(json.dumps(doc))
+    result = plan(Client(FixtureTransport(root), cache_dir=tmp_path / "cache"), load_documents(None), ["paddle"])
+    changes = {c.label: c for c in result.changes}
+    assert changes["paddle 2.6"].adds() == ["2.6.3"]
+    new = changes["paddle 2.7"].new
+    assert new["status"] == "inferred" and new["python"] == ["3.11", "3.12"] and new["pypi_default"] == "cu118"
+    assert [v["name"] for v in new["variants"]] == ["cu112", "cu116", "cu117", "cu118", "cu120"]
+    assert "carried from paddle 2.6" in new["note"]

@@ -452,3 +452,18 @@ def test_paddle_and_mxnet_are_known_frameworks_with_a_paddle_gemm():
     assert smoke.choose_gemm({"frameworks": ["paddle"]}) == "paddle"
     assert smoke.choose_gemm({"frameworks": ["torch", "paddle"]}) == "torch"
     assert smoke.GEMM_PATHS["paddle"].__name__ == "_PaddleGemm"
+
+
+def test_a_cuda_11_runtime_without_a_driver_is_read_from_its_file_name(tmp_path):
+    """CUDA 11's cudaRuntimeGetVersion needs a driver (error 35 without one): the file name says the version."""
+    real = tmp_path / "libcudart.so.11.8.89"
+    real.write_bytes(b"")
+    (tmp_path / "libcudart.so.11.0").symlink_to(real.name)
+    link = str(tmp_path / "libcudart.so.11.0")
+    assert smoke._cudart_without_driver(link, [], {"cuda": "11.8"})[0] == "pass"
+    assert smoke._cudart_without_driver(link, [], {"cuda": "11.7"})[0] == "fail"
+    bare = tmp_path / "wheel" / "libcudart.so.11.0"  # NVIDIA's pip wheel names no minor
+    bare.parent.mkdir()
+    bare.write_bytes(b"")
+    status, detail = smoke._cudart_without_driver(str(bare), [], {"cuda": "11.8"})
+    assert status == "warn" and "not compared" in detail
