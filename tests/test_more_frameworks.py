@@ -190,7 +190,7 @@ PROJECTS = REPO / "tests" / "fixtures" / "projects"
 
 def _init(tmp_path, name):
     from cudabox.lock.init import plan_init, write_plan
-    from cudabox.project.detect import detect
+    from cudabox.project.survey import detect
 
     project = tmp_path / name
     shutil.copytree(PROJECTS / name, project)
@@ -227,7 +227,7 @@ def test_init_keras_project_takes_its_backend_from_the_project(tmp_path):
 
 
 def test_keras_backend_set_in_python_is_detected(tmp_path):
-    from cudabox.project.detect import detect
+    from cudabox.project.survey import detect
 
     (tmp_path / "requirements.txt").write_text("keras>=3\ntorch\n")
     (tmp_path / "main.py").write_text('import os\nos.environ["KERAS_BACKEND"] = "torch"\nimport keras\n')
@@ -240,18 +240,19 @@ def test_keras_backend_set_in_python_is_detected(tmp_path):
 def test_init_mxnet_project_is_refused_with_the_reasons(tmp_path):
     from cudabox.errors import Unsatisfiable
     from cudabox.lock.init import plan_init
-    from cudabox.project.detect import detect
+    from cudabox.project.survey import detect
 
     project = tmp_path / "mxnet-legacy"
     shutil.copytree(PROJECTS / "mxnet-legacy", project)
     found = detect(project)
     assert "mxnet-cu112==1.9.1" in found.requirements and found.python == "3.8"
-    with pytest.raises(Unsatisfiable) as err:
-        plan_init(project, found, no_host=True)
-    reasons = "\n".join(err.value.reasons)
+    plan = plan_init(project, found, no_host=True)
+    assert isinstance(plan.error, Unsatisfiable) and plan.error.exit_code == 3
+    reasons = "\n".join(plan.error.reasons)
     assert "nvidia/cuda 11.2.2 is deleted" in reasons and "--allow-eol-images" in reasons
     assert "Apache MXNet is retired" in reasons
-    assert not (project / "cudabox.yaml").exists()  # nothing half-written
+    assert "cudabox.lock" not in plan.files  # no lock; cudabox.yaml carries the reasons at its top
+    assert "Apache MXNet is retired" in plan.files["cudabox.yaml"]
     s = resolve(loader.load(), req(loader.load(), *found.requirements, python="==3.8.*", allow_eol_images=True))
     assert framework(s, "mxnet").variant == "cu112" and s.python == "3.8"
 
