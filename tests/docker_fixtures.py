@@ -105,16 +105,17 @@ def openssl_cert(common_name: str, directory: Path) -> str:
     return proc.stdout
 
 
-def cuda_wheel_libs(version: str) -> Path:
-    """lib/: the .so files of NVIDIA's CUDA runtime + NVRTC wheels of `version` (pip download on the host,
-    cached under tests/.artifacts), for stand-ins of nvidia/cuda images."""
-    cache = REPO / "tests" / ".artifacts" / f"standin-libs-{version}"
+def cuda_wheel_libs(version: str, requirements=None, key: str | None = None) -> Path:
+    """lib/: the .so files of NVIDIA's CUDA runtime + NVRTC wheels of `version` (or of `requirements`: other
+    NVIDIA wheels, cached under `key`) (pip download on the host, cached under tests/.artifacts), for
+    stand-ins of nvidia/cuda images."""
+    cache = REPO / "tests" / ".artifacts" / f"standin-libs-{key or version}"
     if (cache / "done").exists():
         return cache
     wheels = cache.with_name(cache.name + "-wheels")
+    requirements = requirements or [f"nvidia-cuda-runtime-cu12=={version}.*", f"nvidia-cuda-nvrtc-cu12=={version}.*"]
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d",
-                    str(wheels), f"nvidia-cuda-runtime-cu12=={version}.*", f"nvidia-cuda-nvrtc-cu12=={version}.*"],
-                   check=True, timeout=600, capture_output=True)
+                    str(wheels), *requirements], check=True, timeout=900, capture_output=True)
     (cache / "lib").mkdir(parents=True, exist_ok=True)
     for wheel in wheels.glob("*.whl"):
         with zipfile.ZipFile(wheel) as zf:

@@ -71,7 +71,8 @@ def test_tags_and_layout(plan):
     tags = {i.path for i in plan.images}
     assert any(t.startswith("cuda/cuda-12.8-py") for t in tags)
     for image in plan.images:
-        assert image.tag.endswith(f"py{image.stack.python}")
+        flavour = "" if image.stack.flavour == "slim" else f"-{image.stack.flavour}"  # 2.6.2-cu118-py3.10-runtime
+        assert image.tag.endswith(f"py{image.stack.python}{flavour}")
         stack = json.loads(plan.files[f"{image.path}/stack.json"])
         assert stack["stack_hash"] == image.stack.hash and stack["why"]
         expect = json.loads(plan.files[f"{image.path}/expect.json"])

@@ -42,9 +42,10 @@ def test_bundle_names_its_refresh_date_and_floors():
     assert refreshed_on(docs) is not None
     floors = dict(docs["sources"]["refresh"]["floors"])
     # the issue's floors: torch >= 1.12, torchvision >= 0.13, torchaudio >= 0.12, tensorflow >= 2.4,
-    # jax from the first release whose cuda12 extra installs the CUDA plugin
+    # jax from the first release whose cuda12 extra installs the CUDA plugin; paddle from 2.6 (issue #19)
     assert {k: str(v) for k, v in floors.items()} == {
-        "torch": "1.12", "torchvision": "0.13", "torchaudio": "0.12", "tensorflow": "2.4", "jax": "0.4.26"}
+        "torch": "1.12", "torchvision": "0.13", "torchaudio": "0.12", "tensorflow": "2.4", "jax": "0.4.26",
+        "paddle": "2.6"}
 
 
 def test_recorded_pypi_has_nothing_the_bundle_lacks(recorded):
@@ -65,6 +66,15 @@ def test_a_missing_patch_release_is_reported_missing(recorded, subject, series, 
     missing, newer = plan(recorded, docs, [subject]).against(refreshed_on(docs))
     assert [(c.label, c.adds()) for c in missing] == [(f"{subject} {series}", [version])]
     assert not newer
+
+
+@pytest.mark.parametrize("version", ["2.6.0", "2.6.2"])
+def test_a_missing_paddle_release_is_reported_missing(recorded, version):
+    docs = _plain(bundled_docs())
+    rec = next(r for r in docs["paddle"]["releases"] if r["series"] == "2.6")
+    rec["versions"].remove(version)
+    missing, _ = plan(recorded, docs, ["paddle"]).against(refreshed_on(docs))
+    assert [(c.label, c.adds()) for c in missing] == [("paddle 2.6", [version])]
 
 
 @pytest.mark.parametrize("version", ["0.4.30", "0.5.2", "0.6.2", "0.8.1", "0.10.2"])

@@ -78,7 +78,8 @@ def project(tmp_path):
 
 def test_bundled_frameworks_come_from_the_data():
     m = loader.load()
-    assert m.frameworks.names == ("torch", "tensorflow", "jax")
+    assert m.frameworks.names == ("torch", "tensorflow", "jax", "paddle", "mxnet")
+    assert [f.name for f in m.frameworks.frontends] == ["keras", "tf-keras"]
     assert m.frameworks.get("jaxlib").name == "jax" and m.frameworks.get("tensorflow-gpu").name == "tensorflow"
     assert m.frameworks.companions["torchvision"].name == "torch"
     torch, jax = m.frameworks.get("torch"), m.frameworks.get("jax")
@@ -90,7 +91,7 @@ def test_bundled_frameworks_come_from_the_data():
 
 def test_a_made_up_framework_and_cuda_major_need_only_an_overlay(project):
     m = loader.load(project)
-    assert m.frameworks.names == ("torch", "tensorflow", "jax", "fakenn")
+    assert m.frameworks.names == ("torch", "tensorflow", "jax", "paddle", "mxnet", "fakenn")
     assert m.majors[14].cudnn_wheel == "nvidia-cudnn-cu14"
     builds = m.builds_of("fakenn")
     assert [(b.version, b.variant, b.requirement, b.pypi_default) for b in builds] == [

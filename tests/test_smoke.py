@@ -379,7 +379,7 @@ def test_library_search_skips_alt_and_builtins_variants(venvs):
     ('{"schema": "cudabox.expect/v9"}', "schema"),
     ('{"targets": [{"gpu": "x"}]}', "needs a 'cc'"),
     ('{"packages": ["torch"]}', "expect.packages must be a JSON object"),
-    ('{"frameworks": ["mxnet"]}', "unknown framework"),
+    ('{"frameworks": ["caffe"]}', "unknown framework"),
     ("[1, 2]", "must hold a JSON object"),
 ])
 def test_bad_expect_file_exits_2(tmp_path, content, message):
@@ -434,3 +434,36 @@ def test_runs_on_python_3_8(tmp_path):
     report = json.loads(proc.stdout)
     assert (proc.returncode, report["status"]) == (4, "passed-without-gpu"), report
     assert report["python"].startswith("3.8.")
+
+
+# --------------------------------------------------------------------------
+# Frameworks whose CUDA comes from the image (Paddle 2.x, MXNet): minor-version compatible
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("built, image, ok", [
+    ("11.8", "11.8", True), ("12.0", "12.2", True), ("11.2", "11.8", True),
+    ("12.6", "12.2", False), ("11.8", "12.2", False)])
+def test_system_cuda_framework_runs_on_the_same_major_same_or_newer_minor(built, image, ok):
+    assert (smoke._system_cuda_problem(built, {"cuda": image}) is None) is ok
+
+
+def test_paddle_and_mxnet_are_known_frameworks_with_a_paddle_gemm():
+    assert {"paddle", "mxnet"} <= set(smoke.FRAMEWORK_CHECKS)
+    assert smoke.choose_gemm({"frameworks": ["paddle"]}) == "paddle"
+    assert smoke.choose_gemm({"frameworks": ["torch", "paddle"]}) == "torch"
+    assert smoke.GEMM_PATHS["paddle"].__name__ == "_PaddleGemm"
+
+
+def test_a_cuda_11_runtime_without_a_driver_is_read_from_its_file_name(tmp_path):
+    """CUDA 11's cudaRuntimeGetVersion needs a driver (error 35 without one): the file name says the version."""
+    real = tmp_path / "libcudart.so.11.8.89"
+    real.write_bytes(b"")
+    (tmp_path / "libcudart.so.11.0").symlink_to(real.name)
+    link = str(tmp_path / "libcudart.so.11.0")
+    assert smoke._cudart_without_driver(link, [], {"cuda": "11.8"})[0] == "pass"
+    assert smoke._cudart_without_driver(link, [], {"cuda": "11.7"})[0] == "fail"
+    bare = tmp_path / "wheel" / "libcudart.so.11.0"  # NVIDIA's pip wheel names no minor
+    bare.parent.mkdir()
+    bare.write_bytes(b"")
+    status, detail = smoke._cudart_without_driver(str(bare), [], {"cuda": "11.8"})
+    assert status == "warn" and "not compared" in detail

@@ -39,6 +39,7 @@ class Entry:
     flavour: str = "slim"
     extras: tuple[str, ...] = ()  # companions resolved with it (torchvision)
     where: str = CATALOG_FILE  # catalog.yaml:LINE, for messages
+    allow_eol_images: bool = False  # publish on an end-of-life (not deleted) nvidia/cuda tag, said in the entry
     fw: Framework | None = field(default=None, compare=False)  # frameworks.yaml's record (None: plain CUDA)
 
     @property
@@ -51,7 +52,7 @@ class Entry:
     def requirements(self) -> tuple[str, ...]:
         if self.fw is None:
             return tuple(self.extras)
-        return (self.fw.requirement(self.version, self.variant, pypi_default=False), *self.extras)
+        return (self.fw.selector(self.version, self.variant), *self.extras)
 
     @property
     def shows_variant(self) -> bool:
@@ -125,7 +126,7 @@ def _entries(framework: str, rec, defaults, shown: str, line, fw: Framework | No
     if not isinstance(rec, Node):
         raise located(shown, line, f"{framework}: expected a mapping")
     allowed = {"versions", "python", "flavour"} if framework == PLAIN else \
-        {"version", "variants", "python", "flavour", "with"}
+        {"version", "variants", "python", "flavour", "with", "allow_eol_images"}
     for key in rec:
         if key not in allowed:
             raise located(shown, rec.line_of(key), f"{framework}: unknown key '{key}' (known: {', '.join(sorted(allowed))})")
@@ -146,8 +147,12 @@ def _entries(framework: str, rec, defaults, shown: str, line, fw: Framework | No
         if not isinstance(rec.get("version"), str):
             raise located(shown, rec.line_of("version"), f"{framework}: 'version' must be a quoted string")
         versions, variants, extras = [rec["version"]], strings("variants"), tuple(strings("with", []))
+    eol = rec.get("allow_eol_images", False)
+    if not isinstance(eol, bool):
+        raise located(shown, rec.line_of("allow_eol_images"), f"{framework}: 'allow_eol_images' must be true or false")
     where = f"{shown}:{rec.line}"
-    return [Entry(framework, version, variant, None if python == OS_PYTHON else python, flavour, extras, where, fw)
+    return [Entry(framework, version, variant, None if python == OS_PYTHON else python, flavour, extras, where,
+                  allow_eol_images=eol, fw=fw)
             for version in versions for variant in variants for python in pythons]
 
 
@@ -172,6 +177,7 @@ def request_for(entry: Entry):
     return Request(requirements=entry.requirements(),
                    python=python_spec(entry.python, what=entry.where) if entry.python else None,
                    cuda=f"=={entry.version}.*" if entry.framework == PLAIN else None, flavour=entry.flavour,
+                   allow_eol_images=entry.allow_eol_images,
                    context=("catalog image: resolved without a host (no driver or GPU constraint)",))
 
 

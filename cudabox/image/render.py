@@ -164,6 +164,7 @@ def _stack_values(stack: Stack, opts: RenderOptions) -> dict:
         stack_hash=stack.hash, summary=summary, base=base, runtime_base=runtime_base, flavour=stack.flavour,
         python=python, python_install=stack.python_install, uses_uv=uses_uv,
         os_packages=["ca-certificates"] + (["python3"] if stack.python_install == "os" else [])
+        + list(stack.os_packages)
         + (["python3-venv"] if stack.python_install == "os" and opts.installer == "pip" else []),
         requirements=[_requirement(r, "stack requirement") for r in stack.requirements],
         index_urls=[_url(u, "stack index URL") for u in stack.index_urls],

@@ -9,7 +9,7 @@ libraries through ctypes.
 
 What it checks (each check gives pass / fail / warn / skip):
   python, packages    the venv holds what cudabox installed
-  framework.<name>    torch / tensorflow / jax import and were built for this CUDA
+  framework.<name>    torch / tensorflow / jax / paddle / mxnet import and were built for this CUDA
   cudart, cudnn       the shared libraries load and report the expected version
   nvrtc               the runtime compiler can build a kernel for every target GPU
   gpu.*               only with a GPU: driver, CUDA context, memory bandwidth, GEMM
@@ -43,7 +43,7 @@ SCHEMA = "cudabox.smoke/v1"
 EXPECT_SCHEMA = "cudabox.expect/v1"
 DEFAULT_EXPECT = "/opt/cudabox/expect.json"
 DEFAULT_THRESHOLDS = {"gemm_pass": 0.5, "bandwidth_pass": 0.6}
-FRAMEWORKS = ("torch", "jax", "tensorflow")  # also the order tried for the GEMM
+FRAMEWORKS = ("torch", "jax", "tensorflow", "paddle")  # also the order tried for the GEMM
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_PASSED_WITHOUT_GPU = 0, 1, 2, 4
 EXIT_CODES = {"passed": EXIT_PASSED, "failed": EXIT_FAILED,
@@ -449,7 +449,72 @@ def check_jax(expect, targets):
     return _verdict([], facts)
 
 
-FRAMEWORK_CHECKS = {"torch": check_torch, "tensorflow": check_tensorflow, "jax": check_jax}
+def _system_cuda_problem(built_for, expect):
+    """A framework that takes CUDA from the image (Paddle 2.x, MXNet) runs on the same major, same or
+    newer minor (minor-version compatibility); a problem text otherwise."""
+    want, have = version_tuple(expect.get("cuda") or "")[:2], version_tuple(built_for)[:2]
+    if want and have and (have[0] != want[0] or have > want):
+        return "built for CUDA %s, which CUDA %s does not run" % (built_for, expect["cuda"])
+    return None
+
+
+def check_paddle(expect, targets):
+    """paddle imports, is a CUDA build (paddle.version.cuda()/cudnn()) for this CUDA major, and its
+    device module answers (0 devices without a GPU)."""
+    import paddle
+    facts, problems = ["paddle %s" % paddle.__version__], []
+    cuda, cudnn = str(paddle.version.cuda()), str(paddle.version.cudnn())
+    if not paddle.is_compiled_with_cuda() or cuda in ("False", "", "None"):
+        facts.append("not a CUDA build")
+        if expect.get("cuda"):
+            problems.append("a CPU-only paddle cannot use CUDA %s" % expect["cuda"])
+        return _verdict(problems, facts)
+    facts.append("CUDA %s" % cuda)
+    problems.append(_system_cuda_problem(cuda, expect))
+    if cudnn not in ("False", "", "None"):
+        facts.append("cuDNN %s" % cudnn)
+        want = version_tuple(expect.get("cudnn") or "")
+        have = version_tuple(cudnn)
+        if want and have and (have[0] != want[0] or have[:3] > want[:3]):
+            problems.append("built for cuDNN %s, the image has %s" % (cudnn, expect["cudnn"]))
+    facts.append("%d GPU(s) visible" % paddle.device.cuda.device_count())
+    return _verdict([p for p in problems if p], facts)
+
+
+def check_mxnet(expect, targets):
+    """mxnet imports and its build has CUDA and cuDNN (mx.runtime.Features)."""
+    import mxnet
+    facts, problems = ["mxnet %s" % mxnet.__version__], []
+    features = mxnet.runtime.Features()
+    for name in ("CUDA", "CUDNN"):
+        if not features.is_enabled(name):
+            problems.append("built without %s" % name)
+    facts.append(", ".join("%s %s" % (n, "on" if features.is_enabled(n) else "off") for n in ("CUDA", "CUDNN")))
+    return _verdict(problems, facts)
+
+
+FRAMEWORK_CHECKS = {"torch": check_torch, "tensorflow": check_tensorflow, "jax": check_jax,
+                    "paddle": check_paddle, "mxnet": check_mxnet}
+
+
+CUDA_ERROR_INSUFFICIENT_DRIVER = 35  # cudaErrorInsufficientDriver
+
+
+def _cudart_without_driver(path, others, expect):
+    """CUDA 11 runtimes answer cudaRuntimeGetVersion only with a driver loaded (error 35 without one;
+    CUDA 12 ones answer anyway). Without a driver the version comes from the library's real file name
+    (libcudart.so.11.8.89 in NVIDIA's images) where it has one; else it is said, not compared."""
+    real = os.path.basename(os.path.realpath(path))
+    parts = real.split(".so.", 1)[1].split(".") if ".so." in real else []
+    where = _where(path, others)
+    if len(parts) >= 2 and parts[1] != "0":
+        found = "%s.%s" % (parts[0], parts[1])
+        if expect.get("cuda") and found != major_minor(expect["cuda"]):
+            return "fail", "CUDA runtime is %s (file %s), expected %s" % (found, real, expect["cuda"])
+        return "pass", "CUDA runtime %s at %s (from the file name: no driver to ask)" % (found, where)
+    return "warn", ("libcudart loads (%s) but, without a driver, this CUDA runtime does not report its version "
+                    "(cudaErrorInsufficientDriver) and %s names no minor: expect.cuda %s not compared"
+                    % (where, real, expect.get("cuda") or "-"))
 
 
 def check_cudart(expect, targets):
@@ -461,8 +526,11 @@ def check_cudart(expect, targets):
             return "skip", "no CUDA version expected and no libcudart found"
         return "fail", str(exc)
     value = ctypes.c_int()
-    if lib.cudaRuntimeGetVersion(ctypes.byref(value)) != 0:
-        return "fail", "cudaRuntimeGetVersion failed (%s)" % path
+    code = lib.cudaRuntimeGetVersion(ctypes.byref(value))
+    if code == CUDA_ERROR_INSUFFICIENT_DRIVER and not find_library("libcuda"):
+        return _cudart_without_driver(path, others, expect)
+    if code != 0:
+        return "fail", "cudaRuntimeGetVersion failed (%s, error %d)" % (path, code)
     found = "%d.%d" % (value.value // 1000, (value.value % 1000) // 10)
     detail = "CUDA runtime %s at %s" % (found, _where(path, others))
     if not expect.get("cuda"):
@@ -978,6 +1046,41 @@ class _JaxGemm:
         self.a = self.b = self.c = None
 
 
+class _PaddleGemm:
+    def __init__(self, dev, n, half):
+        import paddle
+        self.paddle = paddle
+        paddle.device.set_device("gpu:%d" % dev.ordinal)
+        dtype = "bfloat16" if half == "bf16" else "float16"
+        paddle.seed(0)
+        self.a = paddle.randn([n, n], dtype="float32").astype(dtype)
+        self.b = paddle.randn([n, n], dtype="float32").astype(dtype)
+        self.c = paddle.matmul(self.a, self.b)
+
+    def time_ms(self, iterations):
+        paddle = self.paddle
+        paddle.device.cuda.synchronize()
+        begin = time.perf_counter()
+        for _ in range(iterations):
+            self.c = paddle.matmul(self.a, self.b)
+        paddle.device.cuda.synchronize()
+        return (time.perf_counter() - begin) * 1e3
+
+    def verify(self):
+        paddle = self.paddle
+        a, b = self.a[:GEMM_CHECK_ROWS].astype("float32"), self.b.astype("float32")
+        ref = paddle.matmul(a, b)
+        scale = paddle.sqrt(paddle.matmul(a * a, b * b))
+        err = paddle.abs(self.c[:GEMM_CHECK_ROWS].astype("float32") - ref)
+        ratio = err / (2.0 ** -6 * scale + 2.0 ** -7 * paddle.abs(ref))
+        return float(ratio.max().item()), int(ratio.size)
+
+    def close(self):
+        self.a = self.b = self.c = None
+        with contextlib.suppress(Exception):
+            self.paddle.device.cuda.empty_cache()
+
+
 class _TensorflowGemm:
     def __init__(self, dev, n, half):
         import tensorflow as tf
@@ -1092,7 +1195,7 @@ class _CublasGemm:
 
 
 GEMM_PATHS = {"torch": _TorchGemm, "jax": _JaxGemm, "tensorflow": _TensorflowGemm,
-              "cublas": _CublasGemm}
+              "paddle": _PaddleGemm, "cublas": _CublasGemm}
 
 
 def choose_gemm(expect):

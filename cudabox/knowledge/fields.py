@@ -60,6 +60,12 @@ def integer(v):
     return v
 
 
+def boolean(v):
+    if not isinstance(v, bool):
+        raise ValueError(f"expected true or false, got {v!r}")
+    return v
+
+
 def number(v):
     if v is None:
         return None

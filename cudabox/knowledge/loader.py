@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..errors import located
@@ -38,7 +39,7 @@ from .model import (
     Toolkit,
     cuda_version,
 )
-from .frameworks import SHAPES, Framework, Frameworks
+from .frameworks import SHAPES, Framework, Frameworks, Frontend
 from .overlay import SUBJECTS, load_documents, section_at
 
 
@@ -180,8 +181,14 @@ def _read_frameworks(doc, m: Matrix):
             without_extra=r.get("without_extra", f.optional(f.string), None),
             pypi_default=r.get("pypi_default", f.optional(f.string), None),
             cpu_local_tag=r.get("cpu_local_tag", f.optional(f.string), None),
-            cpu_extra=r.get("cpu_extra", f.optional(f.string), None), prov=r.prov())
+            cpu_extra=r.get("cpu_extra", f.optional(f.string), None),
+            package=r.get("package", f.optional(f.template), None), post_tag=r.get("post_tag", f.optional(f.template), None),
+            variant_name=r.get("variant_name", f.optional(f.template), None),
+            retired=r.get("retired", f.optional(f.string), None),
+            system_packages=r.get("system_packages", f.list_of(f.string), ()), prov=r.prov())
         r.done()
+        if (fw.post_tag or (fw.package and "{" in fw.package)) and not fw.variant_name:
+            raise r.error("variant_name", f"{what}: a package template or post_tag needs 'variant_name'")
         if fw.shape in ("extra", "plugins") and not fw.extra:
             raise r.error("shape", f"{what}: shape {fw.shape} needs an 'extra'")
         if fw.shape == "extra" and not fw.without_extra:
@@ -191,7 +198,31 @@ def _read_frameworks(doc, m: Matrix):
                 raise r.error("name", f"{what}: {alias!r} already names another framework or companion")
             seen.add(alias)
         items.append(fw)
-    m.frameworks = Frameworks(tuple(items))
+    names = {fw.name for fw in items}
+    frontends = []
+    for node in _records(doc, "frontends", "frameworks.yaml"):
+        r = _rec(node, "frontend")
+        name = r.get("name", f.string)
+        r.what = f"frontend {name}"
+        backends = r.get("backends", lambda v: v)
+        rule = Frontend(
+            name=name, default=r.get("default", f.string),
+            backends=tuple((str(k), None if v is None else f.string(v)) for k, v in (backends or {}).items()),
+            backend_env=r.get("backend_env", f.optional(f.string), None),
+            choosable=SpecifierSet(r.get("choosable", f.optional(f.specifier), None) or ""),
+            fixed_spec=SpecifierSet(r.get("fixed_spec", f.optional(f.specifier), None) or ""),
+            same_minor=r.get("same_minor", f.boolean, False), prov=r.prov())
+        r.done()
+        mapping = dict(rule.backends)
+        bad = sorted(v for v in mapping.values() if v is not None and v not in names)
+        if bad or rule.default not in mapping:
+            raise r.error("backends", f"frontend {name}: " + (f"backend framework {bad[0]!r} is not declared"
+                                                               if bad else f"default {rule.default!r} is not a backend"))
+        if name in seen:
+            raise r.error("name", f"frontend {name}: {name!r} already names a framework, companion or frontend")
+        seen.add(name)
+        frontends.append(rule)
+    m.frameworks = Frameworks(tuple(items), tuple(frontends))
 
 
 def _read_variants(doc, m: Matrix, fw: Framework):
@@ -216,7 +247,10 @@ def _read_variants(doc, m: Matrix, fw: Framework):
             variants.append(dict(
                 name=vr.get("name", f.string), cuda=vr.get("cuda", f.minor), cudnn=vr.get("cudnn", f.pin, None),
                 index=vr.get("index", f.optional(f.string), None), sass=vr.get("sass", f.list_of(f.arch("sm")), ()),
-                ptx=vr.get("ptx", f.list_of(f.arch("compute")), ()), prov=vr.prov()))
+                ptx=vr.get("ptx", f.list_of(f.arch("compute")), ()), min_cc=vr.get("min_cc", f.optional(f.cc), None),
+                system_cudnn=vr.get("system_cudnn", f.optional(f.minor), None),
+                post=vr.get("post", f.optional(f.string), None), package=vr.get("package", f.optional(f.string), None),
+                prov=vr.prov()))
             vr.done()
         r.done()
         if default is not None and default not in {v["name"] for v in variants}:
@@ -227,12 +261,16 @@ def _read_variants(doc, m: Matrix, fw: Framework):
         for version in versions:
             for v in variants:
                 is_default = v["name"] == default
+                system = v["system_cudnn"] is not None  # CUDA and cuDNN from the base image (Paddle 2.x, MXNet)
                 m.builds.append(Build(
-                    framework=fw.name, version=version, variant=v["name"], cuda=v["cuda"], cuda_min=None,
+                    framework=fw.name, version=version, variant=v["name"], cuda=v["cuda"],
+                    cuda_min=v["cuda"] if system else None,
                     cudnn=v["cudnn"], cuda_runtime=f"=={pypi_runtime}" if is_default and pypi_runtime else None,
-                    python=python, arch=ArchList(sass=v["sass"], ptx=v["ptx"]), wheels_cuda=True,
-                    system_cudnn=None, pypi_default=is_default, index=None if is_default else v["index"],
-                    requirement=fw.requirement(version, v["name"], pypi_default=is_default),
+                    python=python, arch=ArchList(sass=v["sass"], ptx=v["ptx"], min_cc=v["min_cc"]),
+                    wheels_cuda=not system, system_cudnn=v["system_cudnn"], pypi_default=is_default,
+                    index=None if is_default else v["index"],
+                    requirement=fw.requirement(version, v["name"], pypi_default=is_default, post=v["post"],
+                                               package=v["package"]),
                     prov=_merge_prov(prov, v["prov"])))
     companions = doc.get("companions") or Node()
     for name in fw.companions:

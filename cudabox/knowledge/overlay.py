@@ -20,7 +20,7 @@ SUBJECTS = ("sources", "frameworks", "cuda", "drivers", "gpus", "cudnn", "images
 # an overlay record replaces the bundled record with the same identity.
 IDENTITY = {
     "sources": {"sources": None, "refresh": None},  # mappings: sources merged by key; refresh replaced
-    "frameworks": {"frameworks": "name"},
+    "frameworks": {"frameworks": "name", "frontends": "name"},
     "cuda": {"majors": "major", "toolkits": "version"},
     "drivers": {"branches": "branch"},
     "gpus": {"gpus": "name", "thresholds": None},
@@ -42,6 +42,18 @@ def declared(frameworks_doc) -> list[tuple[str, str, tuple[str, ...]]]:
             out.append((record["name"], str(record.get("shape")),
                         tuple(c for c in companions if isinstance(c, str)) if isinstance(companions, list) else ()))
     return out
+
+
+def pypi_project(frameworks_doc, name: str) -> str | None:
+    """The PyPI project of a declared framework: its `package`, else its name; None when a template names
+    one package per CUDA build (mxnet-cu{major}{minor}): no single project lists its releases."""
+    for record in section_at(frameworks_doc, "frameworks") or ():
+        if isinstance(record, dict) and record.get("name") == name:
+            package = record.get("package")
+            if isinstance(package, str):
+                return None if "{" in package else package
+            return name
+    return name
 
 
 def subjects(docs: dict) -> tuple[str, ...]:

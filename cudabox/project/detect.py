@@ -229,3 +229,35 @@ def read_setup_cfg(path: Path, found: Detected) -> None:
     if parser.has_section("options.extras_require"):
         found.notes.append(f"{shown}: extras_require ({', '.join(parser.options('options.extras_require'))}) "
                            "not included")
+
+
+def read_backend_env(directory: Path, found: Detected) -> None:
+    """The variables that pick a frontend's backend (frameworks.yaml frontends: KERAS_BACKEND), as the project
+    sets them: `NAME=value` in .env, or os.environ["NAME"] = "value" / os.environ.setdefault("NAME", "value")
+    in its top-level Python files. The first one found wins; a different value later is a note."""
+    names = [r.backend_env for r in found.registry.frontends if r.backend_env]
+    if not names:
+        return
+    pattern = "|".join(re.escape(n) for n in names)
+    forms = [re.compile(rf"^\s*(?:export\s+)?(?P<name>{pattern})\s*=\s*[\"']?(?P<value>[\w.-]+)[\"']?\s*(?:#.*)?$"),
+             re.compile(rf"os\.environ\[[\"'](?P<name>{pattern})[\"']\]\s*=\s*[\"'](?P<value>[\w.-]+)[\"']"),
+             re.compile(rf"os\.environ\.setdefault\(\s*[\"'](?P<name>{pattern})[\"']\s*,\s*[\"'](?P<value>[\w.-]+)[\"']")]
+    files = [directory / ".env"] if (directory / ".env").is_file() else []
+    files += sorted(p for p in directory.glob("*.py") if p.is_file())
+    for path in files:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for number, line in enumerate(lines, 1):
+            for form in forms[:1] if path.name == ".env" else forms[1:]:
+                m = form.search(line)
+                if not m:
+                    continue
+                where = f"{found.show(path)}:{number}"
+                name, value = m["name"], m["value"]
+                if name not in found.env:
+                    found.env[name], found.env_from[name] = value, where
+                elif found.env[name] != value:
+                    found.notes.append(f"{where}: sets {name}={value}, but {found.env_from[name]} sets "
+                                       f"{found.env[name]}; kept {found.env[name]}")

@@ -42,6 +42,8 @@ class Detected:
     run: list[str] = field(default_factory=list)  # build steps (cog.yaml)
     unused: list[str] = field(default_factory=list)  # "file: why it was not used", one per file found
     pins: dict[str, tuple[str, str]] = field(default_factory=dict)  # lock files: name -> (version, where)
+    env: dict = field(default_factory=dict)  # a frontend's backend variable the project sets (KERAS_BACKEND)
+    env_from: dict = field(default_factory=dict)  # name -> "file:line"
     root: Path | None = None  # the project directory: file names are shown relative to it
     known: Frameworks | None = None  # frameworks.yaml (+ the project's overlays); loaded when first needed
 

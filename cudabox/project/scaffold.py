@@ -120,7 +120,9 @@ def spec_yaml(name: str, found: Detected, *, python: str | None, cuda: str | Non
             (f"system_packages: [{', '.join(map(q, found.system_packages))}]" if found.system_packages
              else "# system_packages: []"),
             "# Environment variables of the image (literal strings).",
-            "# env: {HF_HOME: /cache/hf}",
+            *([f"# From {', '.join(found.env_from[k] for k in found.env)}: it also picks the backend cudabox "
+               "resolves.", "env: {" + ", ".join(f"{k}: {q(v)}" for k, v in found.env.items()) + "}"]
+              if found.env else ["# env: {HF_HOME: /cache/hf}"]),
             "# Extra build steps after the project files are copied, e.g. an editable install.",
             *(["run:"] + [f"  - {q(c)}" for c in found.run] if found.run else ["# run: [\"pip install -e .\"]"]),
             "# Where the project lives in the container (`cudabox run` mounts it there).",

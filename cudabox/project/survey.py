@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import InputError
-from .detect import read_environment, read_requirements, read_setup_cfg
+from .detect import read_backend_env, read_environment, read_requirements, read_setup_cfg
 from .detected import Detected
 from .values import parse_requirement
 
@@ -48,6 +48,7 @@ def detect(directory: Path, *, from_file: Path | None = None, with_: tuple[str, 
         found.notes.append(f"--from {found.show(path)}: the project's other files were not read")
     else:
         _read_all(directory, found, extras, choose)
+        read_backend_env(directory, found)  # KERAS_BACKEND: which framework a keras>=3 requirement brings
     for text in with_:
         found.add(parse_requirement(text, what="--with", frameworks=found.registry), "--with")  # a flag: at once
     return found

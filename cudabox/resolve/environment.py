@@ -288,8 +288,8 @@ class Chooser:
 
         packages, requirements, indexes = {}, [], []
         for b in builds:
-            pkg_version = b.requirement.split("==", 1)[1]
-            packages[b.framework] = pkg_version
+            pip_name, pkg_version = b.requirement.split("==", 1)
+            packages[pip_name.split("[")[0]] = pkg_version  # by distribution name (paddlepaddle-gpu, mxnet-cu112)
             requirements.append(b.requirement)
             if b.index and b.index not in indexes:
                 indexes.append(b.index)
@@ -325,7 +325,11 @@ class Chooser:
                      base_image=base, os=os_id, packages=packages, requirements=tuple(requirements),
                      index_urls=tuple(indexes), requirement=requirement, min_driver=min_driver, driver_mode=mode,
                      targets=self._targets(), frameworks=picks, why=tuple(why),
-                     warnings=tuple(self._warnings(install, python)))
+                     warnings=tuple(self._warnings(install, python)), os_packages=self._os_packages(builds))
+
+    def _os_packages(self, builds) -> tuple[str, ...]:
+        names = [p for b in builds if (fw := self.m.frameworks.get(b.framework)) for p in fw.system_packages]
+        return tuple(dict.fromkeys(names))
 
     def _want(self, b: Build):
         return self.wants[b.framework]
@@ -358,7 +362,7 @@ class Chooser:
     def plain_stack(self, others) -> Stack:
         """Rule 6: no framework, a `cuda:` spec -> NVIDIA's CUDA runtime + NVRTC (+ cuDNN) of that version."""
         if not self.req.cuda:
-            raise InputError("nothing to resolve: require a framework (torch, tensorflow, jax) "
+            raise InputError(f"nothing to resolve: require a framework ({', '.join(self.m.frameworks.names)}) "
                              "or set a CUDA version (cuda: \"12.8\" / --cuda 12.8)")
         problems = list(self.host_problems)
         spec = SpecifierSet(self.req.cuda)

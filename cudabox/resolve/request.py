@@ -27,6 +27,7 @@ class Request:
     allow_eol_images: bool = False
     python_install: str = "auto"
     context: tuple[str, ...] = ()  # reasons that come from outside (host detection)
+    env: tuple[tuple[str, str], ...] = ()  # cudabox.yaml env: (KERAS_BACKEND picks Keras 3's backend)
 
 
 def request_from_spec(spec: ProjectSpec, m: Matrix, *, driver: str | None = None,
@@ -41,7 +42,7 @@ def request_from_spec(spec: ProjectSpec, m: Matrix, *, driver: str | None = None
         requirements=spec.requirements, python=spec.python, gpus=_unique(resolved),
         driver=DriverVersion.parse(drv) if drv else None, cuda=spec.cuda, cudnn=spec.cudnn,
         flavour=spec.flavour, allow_forward_compat=spec.allow_forward_compat,
-        python_install=spec.python_install, **extra)
+        python_install=spec.python_install, env=tuple(spec.env), **extra)
 
 
 def _unique(gpus):

@@ -46,7 +46,7 @@ class Resolver:
 
     def __init__(self, m: Matrix, request: Request):
         self.m, self.req = m, request
-        self.wants, self.others = m.frameworks.split(request.requirements, known_variants(m))
+        self.wants, self.others = m.frameworks.split(request.requirements, known_variants(m), env=dict(request.env))
         self.env = Chooser(m, request, self.wants)
         self.problems: list[Problem] = []
 
@@ -172,12 +172,13 @@ class Resolver:
 
     def _finish(self, stack: Stack, combo: list[Build]) -> Stack:
         why = list(self.req.context)
+        why += [line for want in self.wants.values() for line in want.why]  # a frontend's backend (keras)
         for line in stack.why:
             why.append(line)
             for b in combo:  # say why a newer CUDA variant of the chosen release was passed over
                 if line.startswith(f"{b.framework} {b.version} ("):
                     why += [f"  passed over: {p.text}" for p in self._refused_variants(b)]
-        warnings = list(stack.warnings)
+        warnings = list(stack.warnings) + self._retired()
         for b in combo:
             if b.prov.status != "verified":
                 warnings.append(f"{b.label}: matrix record is {b.prov.status} ({b.prov.origin})")
@@ -193,8 +194,13 @@ class Resolver:
                 out.append(p)
         return out
 
+    def _retired(self) -> list[str]:
+        return [f"{name}: {fw.retired}" for name in self.wants
+                if (fw := self.m.frameworks.get(name)) is not None and fw.retired]
+
     def _unsatisfiable(self) -> Unsatisfiable:
         reasons = summarize(self.problems) or ["no combination of the matrix's releases satisfies the request"]
+        reasons += self._retired()
         return Unsatisfiable("no stack satisfies the request", reasons)
 
 
@@ -245,6 +251,15 @@ def pair_conflict(m: Matrix, a: Build, b: Build) -> tuple[str, str] | None:
         both = SpecifierSet(a.cudnn) & SpecifierSet(b.cudnn)
         if not any(Version(c.version) in both for c in m.cudnn_builds()):
             return "cudnn", f"{la} {cudnn_words(a.cudnn)} but {lb} {cudnn_words(b.cudnn)}"
+    for sys_b, wheel_b in ((a, b), (b, a)):  # one libcudnn.so.<major> per process: the system's or the wheel's
+        if sys_b.system_cudnn and wheel_b.cudnn:
+            major = sys_b.system_cudnn.split(".")[0]
+            same = [c for c in m.cudnn_builds() if Version(c.version) in SpecifierSet(wheel_b.cudnn)
+                    and c.version.split(".")[0] == major]
+            if same and not any(Version(c.version) >= Version(sys_b.system_cudnn) for c in same):
+                return "cudnn", (f"{series_label(sys_b)} needs cuDNN {sys_b.system_cudnn} from the system but "
+                                 f"{series_label(wheel_b)} {cudnn_words(wheel_b.cudnn)}: both load "
+                                 f"libcudnn.so.{major}, and one environment loads one")
     if a.cuda_runtime and b.cuda_runtime:
         ra, rb = SpecifierSet(a.cuda_runtime), SpecifierSet(b.cuda_runtime)
         exact = [s[2:] for s in (a.cuda_runtime, b.cuda_runtime) if s.startswith("==") and "," not in s]
@@ -272,7 +287,7 @@ def ways_out(m: Matrix, request: Request, wants=None) -> list[str]:
     if request.driver is not None:
         for driver in _driver_upgrades(m, request.driver):
             tries.append(("driver", replace(request, driver=driver)))
-    wants = wants if wants is not None else m.frameworks.split(request.requirements)[0]
+    wants = wants if wants is not None else m.frameworks.split(request.requirements, env=dict(request.env))[0]
     pinned = [w for w in wants.values() if str(w.spec) or w.variant]
     for w in pinned:
         loosened = tuple(r for r in request.requirements if not _is_for(m, r, w.name)) + (w.name,)
@@ -308,7 +323,7 @@ def _is_for(m: Matrix, requirement: str, name: str) -> bool:
     from packaging.requirements import Requirement
 
     n = Requirement(requirement).name
-    fw = m.frameworks.get(n)
+    fw = m.frameworks.pip(n)
     return (fw.name if fw else canonicalize_name(n)) == name
 
 

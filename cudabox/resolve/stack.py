@@ -48,13 +48,17 @@ class Stack:
     frameworks: tuple[FrameworkPick, ...] = ()
     why: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    os_packages: tuple[str, ...] = ()  # apt packages the frameworks need (paddle: libgomp1), frameworks.yaml
 
     # The fields that change what gets built; `why`/`warnings` explain but don't build.
     BUILD_FIELDS = ("python", "python_install", "cuda", "cudnn", "flavour", "base_image", "os", "packages",
                     "requirements", "index_urls", "requirement", "targets")
 
     def to_dict(self) -> dict:
-        return json.loads(json.dumps(asdict(self)))
+        data = json.loads(json.dumps(asdict(self)))
+        if not data["os_packages"]:  # absent unless a framework needs some: older stacks keep their hash
+            del data["os_packages"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Stack":
@@ -62,7 +66,7 @@ class Stack:
         values = {k: v for k, v in data.items() if k in known}
         values["targets"] = tuple(Target(**t) for t in values.get("targets", ()))
         values["frameworks"] = tuple(FrameworkPick(**f) for f in values.get("frameworks", ()))
-        for key in ("requirements", "index_urls", "why", "warnings"):
+        for key in ("requirements", "index_urls", "why", "warnings", "os_packages"):
             values[key] = tuple(values.get(key, ()))
         return cls(**values)
 
@@ -70,7 +74,7 @@ class Stack:
     def hash(self) -> str:
         """Content address of the stack: every project with the same stack shares its image."""
         data = self.to_dict()
-        return digest({k: data[k] for k in self.BUILD_FIELDS})
+        return digest({k: data[k] for k in self.BUILD_FIELDS + (("os_packages",) if self.os_packages else ())})
 
     @property
     def framework_names(self) -> tuple[str, ...]:

@@ -439,3 +439,51 @@ def _new_jax(p: Planner, records, version, facts, url) -> None:
     p.put("jax", "releases", "versions", record, None,
           f"new release ({facts['uploaded']}): {_span(record['python']) if isinstance(record['python'], list) else 'Python ' + str(record['python'])}; {words}; built-with CUDA and min_cc "
           f"carried from {'/'.join(prior['versions']) if prior else '-'} (inferred)")
+
+
+# --------------------------------------------------------------------------- paddle
+
+
+def paddle(p: Planner, project: str = "paddlepaddle-gpu") -> None:
+    """PyPI's paddlepaddle-gpu: new versions join their series (a series shares its CUDA builds); a new
+    series carries the builds of the one before (inferred: the per-CUDA builds live on Paddle's own index,
+    which refresh does not read, and the wheels declare no CUDA pins)."""
+    project = _pypi_project(p, "paddle") or project
+    records = section(p.work["paddle"], "releases")
+    floor = data_floor(p, "paddle", [r["series"] for r in records])
+    rels = _candidates(p.r, project, floor)
+    url = p.r.url(project)
+    for series, group in sorted(_groups(rels).items(), key=lambda kv: as_version(kv[0])):
+        old = next((r for r in records if r["series"] == series), None)
+        if old is None:
+            _new_paddle(p, records, series, group, url)
+            continue
+        new = copy.deepcopy(old)
+        added = [r.version for r in group if r.version not in old["versions"]]
+        new["versions"] = sorted(old["versions"] + added, key=as_version)
+        _wheel_pythons(new, group, url)
+        p.put("paddle", "releases", "series", new, old, _added_words(group, added))
+
+
+def _pypi_project(p: Planner, name: str) -> str | None:
+    from ..overlay import pypi_project
+
+    return pypi_project(p.work["frameworks"], name)
+
+
+def _new_paddle(p: Planner, records, series, group, url) -> None:
+    prior = _prior(records, lambda r: as_version(r["series"]), as_version(series))
+    if prior is None:
+        p.note(f"paddle {series}: no earlier release to carry the CUDA builds from: not added")
+        return
+    versions = [r.version for r in group]
+    python = _pythons(group)
+    record = {"series": series, "versions": versions, "python": python or prior.get("python"),
+              "pypi_default": prior.get("pypi_default"), "source": url, "status": "inferred",
+              "note": f"derived from PyPI by `cudabox matrix refresh` ({versions[0]} uploaded {group[0].uploaded}): "
+                      f"CUDA builds, cuDNN and post tags carried from paddle {prior['series']} (Paddle's index "
+                      "not read)",
+              "variants": copy.deepcopy(prior["variants"])}
+    p.put("paddle", "releases", "series", record, None,
+          f"new release {', '.join(versions)} ({group[0].uploaded}); {_span(python)}; CUDA builds carried from "
+          f"{prior['series']} (inferred)")

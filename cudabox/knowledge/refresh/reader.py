@@ -383,9 +383,10 @@ class Planner:
         self.plan.notes.append(text)
 
 
-def projects_for(selected, cudnn_projects=()) -> list[str]:
-    """The PyPI projects a refresh of `selected` reads (cuDNN and CUDA are always followed)."""
-    names = [n for n in selected if n not in ("cudnn", "cuda")]
+def projects_for(selected, cudnn_projects=(), projects=None) -> list[str]:
+    """The PyPI projects a refresh of `selected` reads (cuDNN and CUDA are always followed);
+    `projects`: framework -> its PyPI project where they differ (paddle -> paddlepaddle-gpu)."""
+    names = [(projects or {}).get(n, n) for n in selected if n not in ("cudnn", "cuda")]
     if "jax" in selected:
         names += ["jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin"]
     return names + list(cudnn_projects) + ["cuda-toolkit"]
@@ -393,11 +394,15 @@ def projects_for(selected, cudnn_projects=()) -> list[str]:
 
 def newer_releases(client: Client, docs: dict, names=None) -> dict[str, list[Release]]:
     """Releases on PyPI newer than the newest the matrix knows, per framework (project JSON only: fast)."""
-    from ..overlay import declared
+    from ..overlay import declared, pypi_project
 
     out = {}
     for name in names or [name for name, _, _ in declared(docs["frameworks"])]:
+        project = pypi_project(docs["frameworks"], name)
+        if project is None:  # one package per CUDA build (MXNet): no single release list
+            continue
         known = [v for rec in plain(docs[name]).get("releases") or () for v in rec.get("versions") or ()]
         newest = max((as_version(v) for v in known), default=as_version("0"))
-        out[name] = [r for r in releases(client.project(name)).values() if as_version(r.version) > newest and not r.yanked]
+        out[name] = [r for r in releases(client.project(project)).values()
+                     if as_version(r.version) > newest and not r.yanked]
     return out
