@@ -79,7 +79,8 @@ def test_volta_and_torch_27_picks_cu126_not_cu128(matrix):
 def test_volta_torch_27_on_cuda_128_is_refused_with_a_way_out(matrix):
     reasons = refused(matrix, "torch==2.7.*", gpus=("V100",), cuda="==12.8.*")
     assert "no code for Tesla V100 SXM2 32 GB (sm_70)" in reasons
-    assert "way out: use torch 2.10.0 (cu128)" in reasons  # 2.8-2.10 re-added Volta to cu128
+    # 2.8-2.10 re-added Volta to cu128; rule 9: the way out is the nearest release, not the newest
+    assert "way out: use torch 2.8.0 (cu128), the release nearest to torch==2.7.*" in reasons
 
 
 def test_rtx_5090_needs_cuda_128(matrix):
@@ -196,15 +197,16 @@ def test_slim_torch_stack_has_no_nvidia_base(matrix):
 
 
 def test_tf_210_needs_a_cuda_11_base_image(matrix):
-    reasons = refused(matrix, "tensorflow==2.10.*")
-    assert "11.2.2 is deleted" in reasons and "end-of-life" in reasons
-    s = ok(matrix, "tensorflow==2.10.*", allow_eol_images=True)
+    s = ok(matrix, "tensorflow==2.10.*")
     assert s.flavour == "runtime" and s.base_image.startswith("nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu")
     assert s.python == "3.10" and s.python_install == "os"
+    assert any("11.8.0 is end-of-life" in w for w in s.warnings)
+    reasons = refused(matrix, "tensorflow==2.10.*", refuse_eol_images=True)
+    assert "11.2.2 is deleted" in reasons and "end-of-life (refuse_eol_images is set)" in reasons
 
 
 def test_tf_210_cannot_be_slim(matrix):
-    reasons = refused(matrix, "tensorflow==2.10.*", flavour="slim", allow_eol_images=True)
+    reasons = refused(matrix, "tensorflow==2.10.*", flavour="slim")
     assert "needs a system CUDA" in reasons
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from cudabox.cli.output import wrapped
 from cudabox.errors import InputError, Unsatisfiable
 from cudabox.knowledge import loader
+from cudabox.project.spec import load_spec
+from cudabox.resolve.environment import Chooser
+from cudabox.resolve.request import Request
 from cudabox.resolve.resolver import resolve
+from cudabox.resolve.ways import nearest_versions
 
 from .test_resolve import framework, req
 
@@ -134,3 +142,153 @@ def test_variant_preference(m, requirement, kw, variant):
 def test_no_gpus_known_keeps_native_first(m):
     # nothing shows SASS coverage, so the native CUDA wins over a newer minor-compat one
     assert framework(stack_of(m, "torch==2.4.*", driver="535.104.05"), "torch").variant == "cu121"
+
+
+# ---------------------------------------------------------------- 3. cuda: constrains the stack's CUDA
+
+
+@pytest.mark.parametrize("requirement,cuda,stack_cuda,base", [
+    # a system-CUDA framework: the image's toolkit is the stack's CUDA (TF 2.11 was built with 11.2)
+    ("tensorflow==2.11.*", "==11.8.*", "11.8", "nvidia/cuda:11.8.0-"),
+    ("tensorflow==2.5.*", "==11.8.*", "11.8", "nvidia/cuda:11.8.0-"),
+    # wheels that take a range of CUDA minors: the runtime wheel is pinned to what was asked
+    ("tensorflow[and-cuda]==2.20.0", "==12.8.*", "12.8", "debian:"),
+    ("jax[cuda12]==0.6.2", "==12.3.*", "12.3", "debian:"),
+    # a wheel built for one CUDA (torch's variant) is that CUDA
+    ("torch==2.5.1", "==12.1.*", "12.1", "debian:"),
+])
+def test_cuda_constrains_the_stack_cuda(m, requirement, cuda, stack_cuda, base):
+    s = stack_of(m, requirement, cuda=cuda)
+    assert s.cuda == stack_cuda and s.base_image.startswith(base)
+    assert s.requirement == f"cuda>={stack_cuda}"
+
+
+@pytest.mark.parametrize("requirement", ["tensorflow[and-cuda]==2.20.0", "jax[cuda12]==0.6.2"])
+def test_ranged_wheels_pin_the_runtime_wheel_to_the_asked_cuda(m, requirement):
+    s = stack_of(m, requirement, cuda="==12.6.*")
+    assert s.packages["nvidia-cuda-runtime-cu12"] == "12.6.*"
+    assert "nvidia-cuda-runtime-cu12==12.6.*" in s.requirements
+    assert any("newest minor within cuda ==12.6.*" in w for w in s.why)
+
+
+@pytest.mark.parametrize("requirement,cuda,named", [
+    ("tensorflow==2.11.*", "==12.4.*", "runs on CUDA 11.2–11.8, outside cuda ==12.4.*"),
+    ("tensorflow[and-cuda]==2.20.0", "==12.4.*", "runs on CUDA 12.5–"),  # its runtime wheel needs >= 12.5.82
+    ("torch==2.5.1", "==12.2.*", "(cu118) runs on CUDA 11.8, outside cuda ==12.2.* (and 2 similar"),
+])
+def test_cuda_outside_what_a_build_runs_on_is_refused_naming_the_range(m, requirement, cuda, named):
+    assert named in refusal(m, requirement, cuda=cuda)
+
+
+# ---------------------------------------------------------------- 4. a framework needs its libraries' sonames
+
+
+def test_tf_24_never_gets_a_newer_cuda_11_image(m):
+    # TF 2.4 was built against CUDA 11.0 and loads libcusolver.so.10; CUDA 11.1+ ship libcusolver.so.11
+    reasons = refusal(m, "tensorflow==2.4.*")
+    assert "nvidia/cuda 11.0.3 is deleted" in reasons
+    assert "loads libcusolver.so.10, which CUDA 11.1–11.8 don't ship" in reasons
+    assert "way out: use tensorflow 2.5.3 (system), the release nearest to tensorflow==2.4.*" in reasons
+
+
+def test_tf_24_with_cuda_118_names_the_soname(m):
+    reasons = refusal(m, "tensorflow==2.4.*", cuda="==11.8.*")
+    assert "runs on CUDA 11.0 (tensorflow 2.4 loads libcusolver.so.10" in reasons
+
+
+def test_sonames_are_data(m):
+    tf24 = next(b for b in m.builds if b.framework == "tensorflow" and b.version == "2.4.0")
+    assert tf24.sonames == ("libcusolver.so.10",)
+    assert m.missing_sonames("11.8", tf24.sonames) == ["libcusolver.so.10"]
+    assert m.missing_sonames("11.0", tf24.sonames) == []
+    tf25 = next(b for b in m.builds if b.framework == "tensorflow" and b.version == "2.5.0")
+    assert "11.8" in Chooser(m, Request(requirements=("tensorflow==2.5.0",))).cuda_minors(tf25)
+
+
+# ---------------------------------------------------------------- 8. end-of-life images
+
+
+@pytest.mark.parametrize("requirement,image", [
+    ("tensorflow==2.10.*", "11.8.0"),
+    ("tensorflow==2.13.*", "11.8.0"),
+])
+def test_eol_images_are_used_with_a_warning_in_why_and_lock(m, requirement, image):
+    s = stack_of(m, requirement)
+    assert s.base_image.startswith(f"nvidia/cuda:{image}-")
+    line = f"nvidia/cuda {image} is end-of-life"
+    assert any(line in w for w in s.warnings) and any(line in w for w in s.why)
+    assert any(line in w for w in s.to_dict()["warnings"])  # what the lock stores
+
+
+@pytest.mark.parametrize("requirement", ["tensorflow==2.10.*", "tensorflow==2.13.*"])
+def test_refuse_eol_images_refuses_them(m, requirement):
+    reasons = refusal(m, requirement, refuse_eol_images=True)
+    assert "is end-of-life (refuse_eol_images is set)" in reasons
+
+
+def test_deleted_tags_are_never_used(m):
+    deleted = {i.cuda for i in m.cuda_images if i.lifecycle == "deleted"}
+    for requirement in ("tensorflow==2.4.*", "tensorflow==2.10.*", "tensorflow==2.13.*"):
+        try:
+            s = stack_of(m, requirement)
+        except Unsatisfiable:
+            continue
+        assert not any(s.base_image.startswith(f"nvidia/cuda:{v}-") for v in deleted)
+
+
+def test_refuse_eol_images_is_a_cudabox_yaml_key(tmp_path):
+    (tmp_path / "cudabox.yaml").write_text("requirements: [tensorflow==2.10.*]\nrefuse_eol_images: true\n")
+    assert load_spec(tmp_path).refuse_eol_images is True
+    (tmp_path / "cudabox.yaml").write_text("requirements: [tensorflow==2.10.*]\nrefuse_eol_images: maybe\n")
+    with pytest.raises(InputError, match="cudabox.yaml:2.*refuse_eol_images: expected true or false"):
+        load_spec(tmp_path)
+
+
+# ---------------------------------------------------------------- 9. refusals point the way
+
+
+@pytest.mark.parametrize("requirement,nearest", [
+    ("torch==2.3.7", "nearest known: 2.3.1, 2.4.0"),
+    ("tensorflow==2.12.5", "nearest known: 2.12.1, 2.13.0"),
+    ("torch==9.0", "nearest known: "),
+])
+def test_unknown_pin_names_the_nearest_releases_and_refresh(m, requirement, nearest):
+    reasons = refusal(m, requirement)
+    assert nearest in reasons and "cudabox matrix refresh" in reasons
+
+
+@pytest.mark.parametrize("requirements,kw,way", [
+    (("torch==2.4.1+cu118",), dict(cuda="==12.4.*"), "use torch 2.4.1 (cu124), the release nearest to torch==2.4.1+cu118"),
+    (("torch==2.7.*",), dict(cuda="==12.8.*", gpus=("V100",)), "use torch 2.8.0 (cu128), the release nearest"),
+    (("tensorflow==2.4.*",), {}, "use tensorflow 2.5.3 (system), the release nearest"),
+    (("tensorflow==2.4.*",), dict(refuse_eol_images=True), "use tensorflow 2.14.1 (and-cuda), the release nearest"),
+])
+def test_way_out_prefers_the_release_nearest_to_the_pin(m, requirements, kw, way):
+    assert f"way out: {way}" in refusal(m, *requirements, **kw)
+
+
+def test_nearest_versions_order(m):
+    order = nearest_versions(m, "torch", SpecifierSet("==2.4.1"))
+    assert order[:3] == ["2.4.1", "2.5.1", "2.3.1"]  # the asked release, then series either side, newer first
+
+
+def test_long_reasons_wrap_into_short_lines():
+    text = wrapped("word " * 60)
+    lines = text.splitlines()
+    assert len(lines) > 2 and all(len(line) <= 100 for line in lines)
+    assert lines[0].startswith("  - ") and all(line.startswith("    ") for line in lines[1:])
+
+
+# ---------------------------------------------------------------- 10. a plain CUDA stack from flags
+
+
+def test_resolve_cuda_and_gpu_work_without_cudabox_yaml(cli, tmp_path):
+    proc = cli("resolve", "--cuda", "12.8", "--gpu", "RTX 5090", "--json", cwd=tmp_path, check=0)
+    data = json.loads(proc.stdout)
+    assert data["cuda"] == "12.8" and data["frameworks"] == [] and data["targets"][0]["sm"] == "sm_120"
+    assert not (tmp_path / "cudabox.yaml").exists()
+
+
+def test_resolve_without_cudabox_yaml_or_cuda_is_still_bad_input(cli, tmp_path):
+    proc = cli("resolve", "--gpu", "RTX 5090", cwd=tmp_path, check=2)
+    assert "cudabox.yaml: not found" in proc.stderr

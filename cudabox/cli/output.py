@@ -52,5 +52,16 @@ def report_error(exc) -> None:
         emit_json(obj)
         return
     sys.stderr.write(f"cudabox: error: {exc}\n")
+    wrap = exc.exit_code == 3  # an unsatisfiable request's reasons are prose: wrap them (rule 9); log lines are not
     for reason in reasons or ():
-        sys.stderr.write(f"  - {reason}\n")
+        sys.stderr.write(wrapped(reason) if wrap else f"  - {reason}\n")
+
+
+def wrapped(reason: str) -> str:
+    """One reason as a bullet wrapped into short lines: the terminal's width, else 100 columns."""
+    import shutil
+    import textwrap
+
+    width = shutil.get_terminal_size((100, 24)).columns if sys.stderr.isatty() else 100
+    return textwrap.fill(reason, width=max(60, min(width, 120)), initial_indent="  - ", subsequent_indent="    ",
+                         break_long_words=False, break_on_hyphens=False) + "\n"

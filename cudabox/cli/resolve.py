@@ -22,12 +22,13 @@ CUDNN = typer.Option(None, "--cudnn", metavar="SPEC", help="cuDNN version or spe
 FLAVOUR = typer.Option(None, "--flavour", metavar="FLAVOUR", help="auto | slim | runtime | devel.")
 FORWARD = typer.Option(False, "--allow-forward-compat",
                        help="Allow CUDA forward compatibility (cuda-compat; datacenter GPUs only).")
-EOL = typer.Option(False, "--allow-eol-images", help="Allow end-of-life (not yet deleted) nvidia/cuda tags.")
+EOL = typer.Option(False, "--refuse-eol-images",
+                   help="Refuse end-of-life nvidia/cuda tags (used with a warning otherwise; deleted tags never).")
 
 
 def _spec(directory: Path, with_: list[str] | None, **flags):
     from ..knowledge.values import flag_values
-    from ..project.spec import load_spec, spec_from_flags
+    from ..project.spec import SPEC_FILE, load_spec, spec_from_flags
 
     values = flag_values(python=flags["python"], cuda=flags["cuda"], cudnn=flags["cudnn"], driver=flags["driver"],
                          flavour_=flags["flavour"])
@@ -35,27 +36,31 @@ def _spec(directory: Path, with_: list[str] | None, **flags):
         values["gpus"] = tuple(flags["gpu"])
     if flags["forward"]:
         values["allow_forward_compat"] = True
-    if with_:
-        return spec_from_flags(directory, list(with_), **values)
+    if flags.get("refuse_eol"):
+        values["refuse_eol_images"] = True
+    if with_ or (flags.get("plain") and values.get("cuda") and not (Path(directory) / SPEC_FILE).exists()):
+        # rule 10: `resolve --cuda 12.8 --gpu "RTX 5090"` with no cudabox.yaml is a plain CUDA stack from flags
+        return spec_from_flags(directory, list(with_ or ()), **values)
     return replace(load_spec(directory, has_with=with_ is not None), **values)  # lock has no --with
 
 
-def _resolution(directory, with_, no_host, eol, **flags):
+def _resolution(directory, with_, no_host, **flags):
     from ..lock.resolution import resolve_project
 
     spec = _spec(directory, with_, **flags)
-    return resolve_project(spec, no_host=no_host, allow_eol_images=eol or None)
+    return resolve_project(spec, no_host=no_host)
 
 
 @app.command()
 def resolve(with_: list[str] = WITH, python: str = PYTHON, gpu: list[str] = GPU, driver: str = DRIVER,
             cuda: str = CUDA, cudnn: str = CUDNN, flavour: str = FLAVOUR, allow_forward_compat: bool = FORWARD,
-            allow_eol_images: bool = EOL, no_host: bool = NO_HOST, json: bool = JSON,
+            refuse_eol_images: bool = EOL, no_host: bool = NO_HOST, json: bool = JSON,
             project: Path = DIRECTORY):
     """Pick the stack for a project and say why (exit 3 with the reasons when none exists)."""
     output.use_json(json)
-    res = _resolution(project, with_ or [], no_host, allow_eol_images, python=python, gpu=gpu, driver=driver,
-                      cuda=cuda, cudnn=cudnn, flavour=flavour, forward=allow_forward_compat)
+    res = _resolution(project, with_ or [], no_host, python=python, gpu=gpu, driver=driver, cuda=cuda,
+                      cudnn=cudnn, flavour=flavour, forward=allow_forward_compat, refuse_eol=refuse_eol_images,
+                      plain=True)
     stack = res.stack
     if json:
         data = stack.to_dict()
@@ -97,7 +102,7 @@ def print_stack(stack, others=()) -> None:
 @app.command()
 def lock(check: bool = typer.Option(False, "--check", help="Exit 1 when cudabox.yaml changed since the lock."),
          python: str = PYTHON, gpu: list[str] = GPU, driver: str = DRIVER, cuda: str = CUDA, cudnn: str = CUDNN,
-         flavour: str = FLAVOUR, allow_forward_compat: bool = FORWARD, allow_eol_images: bool = EOL,
+         flavour: str = FLAVOUR, allow_forward_compat: bool = FORWARD, refuse_eol_images: bool = EOL,
          no_host: bool = NO_HOST, json: bool = JSON, project: Path = DIRECTORY):
     """Resolve ./cudabox.yaml and write cudabox.lock atomically (or --check that it is current)."""
     from ..lock.lockfile import LOCK_FILE, check_lock, write_lock
@@ -107,8 +112,8 @@ def lock(check: bool = typer.Option(False, "--check", help="Exit 1 when cudabox.
         why = check_lock(project)
         output.emit_json({"stale": False, "detail": why}) if json else print(why)
         return
-    res = _resolution(project, None, no_host, allow_eol_images, python=python, gpu=gpu, driver=driver,
-                      cuda=cuda, cudnn=cudnn, flavour=flavour, forward=allow_forward_compat)
+    res = _resolution(project, None, no_host, python=python, gpu=gpu, driver=driver, cuda=cuda, cudnn=cudnn,
+                      flavour=flavour, forward=allow_forward_compat, refuse_eol=refuse_eol_images)
     lk = res.lock()
     path = write_lock(lk, project)
     if json:

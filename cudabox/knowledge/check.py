@@ -93,6 +93,11 @@ def _check_builds(m: Matrix, out: CheckResult):
                                         f"CUDA {b.cuda}")
         if b.system_cudnn and m.cudnn_series(b.system_cudnn) is None:
             out.errors.append(f"{where}: cuDNN series {b.system_cudnn} is not in cudnn.yaml")
+        for soname in b.sonames:
+            if soname not in m.libraries:
+                out.errors.append(f"{where}: soname {soname} is not in cuda.yaml's libraries")
+            elif not m.libraries[soname].shipped_by(b.cuda):
+                out.errors.append(f"{where}: built with CUDA {b.cuda}, which doesn't ship {soname} (cuda.yaml)")
         if tk is not None:
             for target in b.arch.sass:
                 if target not in tk.sass:

@@ -22,6 +22,7 @@ from .model import (
     ArchList,
     Build,
     Companion,
+    Library,
     CudaImage,
     CudaMajor,
     CudaRelease,
@@ -96,6 +97,11 @@ def _read_cuda(doc, m: Matrix):
         )
         r.done()
         m.majors[major.major] = major
+    for node in _records(doc, "libraries", "cuda.yaml"):
+        r = _rec(node, "CUDA library")
+        lib = Library(soname=r.get("soname", f.string), cuda=r.get("cuda", f.specifier), prov=r.prov())
+        r.done()
+        m.libraries[lib.soname] = lib
     for node in _records(doc, "toolkits", "cuda.yaml"):
         r = _rec(node, "toolkit")
         version = r.get("version", f.minor)
@@ -295,6 +301,7 @@ def _read_extra(doc, m: Matrix, fw: Framework):
         cudnn_series = r.get("cudnn", f.minor)
         and_cuda = r.get("and_cuda", lambda x: x, None)
         arch = ArchList(sass=r.get("sass", f.list_of(f.arch("sm")), ()), ptx=r.get("ptx", f.list_of(f.arch("compute")), ()))
+        sonames = tuple(r.get("sonames", f.list_of(f.string), ()))
         prov = r.prov()
         r.done()
         pins = None
@@ -319,7 +326,7 @@ def _read_extra(doc, m: Matrix, fw: Framework):
                     framework=fw.name, version=version, variant=fw.without_extra, cuda=cuda, cuda_min=cuda,
                     cudnn=None, cuda_runtime=None, python=python, arch=arch, wheels_cuda=False,
                     system_cudnn=cudnn_series, pypi_default=True, index=None,
-                    requirement=fw.requirement(version, fw.without_extra), prov=prov))
+                    requirement=fw.requirement(version, fw.without_extra), prov=prov, sonames=sonames))
 
 
 def _read_plugins(doc, m: Matrix, fw: Framework):

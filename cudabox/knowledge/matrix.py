@@ -29,6 +29,7 @@ from .model import (
     DriverBranch,
     DriverVersion,
     FrameworkRelease,
+    Library,
     OSInfo,
     Provenance,
     SlimBase,
@@ -48,6 +49,7 @@ class Matrix:
     frameworks: Frameworks = field(default_factory=Frameworks)  # frameworks.yaml, in order
     majors: dict[int, CudaMajor] = field(default_factory=dict)
     toolkits: list[Toolkit] = field(default_factory=list)  # oldest first
+    libraries: dict[str, Library] = field(default_factory=dict)  # soname -> toolkits that ship it
     branches: list[DriverBranch] = field(default_factory=list)  # oldest first
     gpus: list[GPU] = field(default_factory=list)
     thresholds: Thresholds | None = None
@@ -142,6 +144,10 @@ class Matrix:
 
     def cudnn_builds(self) -> list[CudnnBuild]:
         return sorted((b for s in self.cudnn for b in s.builds), key=lambda b: Version(b.version))
+
+    def missing_sonames(self, minor: str, sonames) -> list[str]:
+        """The sonames (of a system-CUDA build) that toolkit `minor` doesn't ship."""
+        return [s for s in sonames if s not in self.libraries or not self.libraries[s].shipped_by(minor)]
 
     def image(self, cuda: str) -> CudaImage | None:
         return next((i for i in self.cuda_images if i.cuda == cuda), None)

@@ -187,6 +187,18 @@ class CudaRelease:
 
 
 @dataclass(frozen=True)
+class Library:
+    """A CUDA library soname and the toolkit minors that ship it (cuda.yaml `libraries`)."""
+
+    soname: str  # "libcusolver.so.10"
+    cuda: str  # specifier over toolkit minors ("==11.0")
+    prov: Provenance
+
+    def shipped_by(self, minor: str) -> bool:
+        return cuda_version(minor) in SpecifierSet(self.cuda)
+
+
+@dataclass(frozen=True)
 class Toolkit:
     """A CUDA toolkit minor line (e.g. 12.8) with its releases and compilable SASS targets."""
 
@@ -333,6 +345,7 @@ class Build:
     index: str | None  # extra package index it comes from
     requirement: str  # pip requirement: "torch==2.7.1+cu128", "jax[cuda12]==0.6.0"
     prov: Provenance
+    sonames: tuple[str, ...] = ()  # system CUDA libraries it loads whose toolkit range the matrix knows
 
     @property
     def cuda_major(self) -> int:

@@ -21,7 +21,7 @@ SUBJECTS = ("sources", "frameworks", "cuda", "drivers", "gpus", "cudnn", "images
 IDENTITY = {
     "sources": {"sources": None, "refresh": None},  # mappings: sources merged by key; refresh replaced
     "frameworks": {"frameworks": "name", "frontends": "name"},
-    "cuda": {"majors": "major", "toolkits": "version"},
+    "cuda": {"majors": "major", "libraries": "soname", "toolkits": "version"},
     "drivers": {"branches": "branch"},
     "gpus": {"gpus": "name", "thresholds": None},
     "cudnn": {"series": "series"},

@@ -52,7 +52,8 @@ def detect_or_report(directory: Path, **how) -> tuple[Detected, CudaboxError | N
 
 def plan_init(directory: Path, found: Detected, *, python: str | None = None, cuda: str | None = None,
               gpus: tuple[str, ...] = (), driver: str | None = None, no_host: bool = False,
-              force: bool = False, error: CudaboxError | None = None) -> Plan:
+              force: bool = False, error: CudaboxError | None = None,
+              refuse_eol_images: bool = False) -> Plan:
     """Resolve what was detected and prepare the files; raises (writing nothing) only for bad flags and
     files that exist. A detection `error`, an invalid detected value or an unsatisfiable request give a
     Plan with only cudabox.yaml (the reasons at its top) and `error` set."""
@@ -72,7 +73,7 @@ def plan_init(directory: Path, found: Detected, *, python: str | None = None, cu
     host = host_mod.detect(ignore=no_host)
     values = dict(python=python or found.python, cuda=cuda or found.cuda, gpus=list(gpus), driver=driver, host=host,
                   python_from="--python" if python else found.python_from,
-                  cuda_from="--cuda" if cuda else found.cuda_from)
+                  cuda_from="--cuda" if cuda else found.cuda_from, refuse_eol_images=refuse_eol_images)
     name = default_name(directory)
     text = spec_yaml(name, found, **values)
     res = None

@@ -39,7 +39,7 @@ def _comment_block(lines: list[str]) -> list[str]:
 
 def spec_yaml(name: str, found: Detected, *, python: str | None, cuda: str | None, gpus: list[str],
               driver: str | None, host, python_from: str | None = None, cuda_from: str | None = None,
-              problem: list[str] | None = None) -> str:
+              problem: list[str] | None = None, refuse_eol_images: bool = False) -> str:
     """The commented cudabox.yaml: every key explained, each value with where it came from.
 
     `problem`: why init could not lock (exit 2/3): it goes at the top, with the ways out, so that
@@ -128,7 +128,9 @@ def spec_yaml(name: str, found: Detected, *, python: str | None, cuda: str | Non
             "# Where the project lives in the container (`cudabox run` mounts it there).",
             "# workdir: /workspace",
             "# A CA bundle the build trusts (TLS-intercepting proxies); never stored in the image.",
-            "# ca_cert: /etc/ssl/certs/ca-certificates.crt"]
+            "# ca_cert: /etc/ssl/certs/ca-certificates.crt",
+            "# End-of-life nvidia/cuda images are used with a warning; true refuses them (a strict shop).",
+            "refuse_eol_images: true" if refuse_eol_images else "# refuse_eol_images: false"]
     notes = found.notes
     if notes:
         out += ["", "# Notes from reading the project:"] + _comment_block([f"- {n}" for n in notes])

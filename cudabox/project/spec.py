@@ -46,6 +46,7 @@ class ProjectSpec:
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
     allow_forward_compat: bool = False
+    refuse_eol_images: bool = False  # a strict shop: never an end-of-life nvidia/cuda tag
     python_install: str = "auto"
     source_file: str | None = None  # display path of cudabox.yaml
     inputs_hash: str = ""  # sha256 of cudabox.yaml (+ the files it references)
@@ -160,7 +161,7 @@ class _Reader:
 
 KEYS = ("name", "python", "requirements", "requirements_file", "gpus", "driver", "cuda", "cudnn", "flavour",
         "system_packages", "env", "run", "workdir", "ca_cert", "index_url", "extra_index_urls",
-        "allow_forward_compat", "python_install")
+        "allow_forward_compat", "refuse_eol_images", "python_install")
 
 
 def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: str | None = None,
@@ -250,6 +251,9 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
     forward = doc.get("allow_forward_compat", False)
     if not isinstance(forward, bool):
         raise r.err("allow_forward_compat", "expected true or false")
+    refuse_eol = doc.get("refuse_eol_images", False)
+    if not isinstance(refuse_eol, bool):
+        raise r.err("refuse_eol_images", "expected true or false")
     gpus = r.list("gpus")
 
     return ProjectSpec(
@@ -257,7 +261,8 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
         gpus=tuple(gpus), driver=driver, cuda=cuda, cudnn=cudnn, flavour=flavour,
         system_packages=tuple(system_packages), env=tuple(env), run=tuple(run), workdir=workdir,
         ca_cert=ca_cert, index_url=index_url, extra_index_urls=tuple(dict.fromkeys(extra)),
-        allow_forward_compat=forward, python_install=python_install, source_file=shown,
+        allow_forward_compat=forward, refuse_eol_images=refuse_eol, python_install=python_install,
+        source_file=shown,
         inputs_hash=digest.hexdigest(), inputs=tuple(inputs),
     )
 

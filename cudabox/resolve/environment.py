@@ -24,6 +24,12 @@ def series_label(b: Build) -> str:
     return f"{b.framework} {'.'.join(b.version.split('.')[:2])}.x ({b.variant})"
 
 
+def _span(minors) -> str:
+    """["11.8", "11.1", "11.4"] -> "11.1–11.8"; one minor as itself."""
+    ordered = sorted(set(minors), key=cuda_version)
+    return ordered[0] if len(ordered) == 1 else f"{ordered[0]}–{ordered[-1]}"
+
+
 def cudnn_words(spec: str) -> str:
     if spec.startswith("==") and "," not in spec:
         return f"pins cuDNN {spec[2:]}"
@@ -94,6 +100,44 @@ class Chooser:
             allowed = [p for p in allowed if Version(p) in self.user_python]
         return allowed
 
+    def cuda_minors(self, b: Build) -> list[str]:
+        """The CUDA minors a stack with this build can have, the build's own first, then newest first.
+
+        Rule 3 (`cuda:` constrains the stack's CUDA, not only the wheel's build CUDA) and rule 4: a
+        system-CUDA build runs on its own minor or a newer one of the same major whose toolkit still ships
+        the sonames it loads; a wheel build pinned to one runtime is that CUDA; a build whose wheels take a
+        range (JAX plugins, TF >= 2.20's [and-cuda]) any toolkit of its major from its minimum up.
+        """
+        runtime = b.cuda_runtime
+        if b.wheels_cuda and (runtime is None and b.cuda_min is None
+                              or runtime and runtime.startswith("==") and "," not in runtime):
+            return [b.cuda]
+        low = cuda_version(b.cuda_min or b.cuda)
+        spec = SpecifierSet(runtime) if runtime else None
+        out = [b.cuda]
+        for tk in reversed(self.m.toolkits):
+            if tk.major != b.cuda_major or tk.key < low or tk.version == b.cuda:
+                continue
+            if spec is not None and not any(Version(f"{tk.version}.{p}") in spec for p in (0, 999999)):
+                continue
+            out.append(tk.version)
+        return [x for x in out if not self.m.missing_sonames(x, b.sonames)]
+
+    def _allowed_minors(self, b: Build) -> list[str]:
+        minors = self.cuda_minors(b)
+        if self.req.cuda:
+            minors = [x for x in minors if cuda_version(x) in SpecifierSet(self.req.cuda)]
+        return minors
+
+    def _cuda_problem(self, b: Build) -> str | None:
+        label, minors = series_label(b), self.cuda_minors(b)
+        loads = self._soname_note(b)
+        if not minors:
+            return f"{label} was built with CUDA {b.cuda}{loads}; no toolkit in the matrix provides it"
+        if self.req.cuda and not self._allowed_minors(b):
+            return f"{label} runs on CUDA {_span(minors)}{loads}, outside cuda {self.req.cuda}"
+        return None
+
     def build_problem(self, b: Build) -> tuple[str, str] | None:
         """Why this build can't be part of the stack, as (kind, one line), or None."""
         label = series_label(b)
@@ -101,8 +145,9 @@ class Chooser:
             return "host", self.host_problems[0]
         if not self.pythons([b]):
             return "python", f"{label} supports Python {b.python.describe()}, not {self.req.python}"
-        if self.req.cuda and cuda_version(b.cuda) not in SpecifierSet(self.req.cuda):
-            return "cuda", f"{label} is built for CUDA {b.cuda}, outside cuda {self.req.cuda}"
+        cuda_problem = self._cuda_problem(b)
+        if cuda_problem:
+            return "cuda", cuda_problem
         if self.req.cudnn and b.wheels_cuda:
             if b.cudnn is None:
                 return "cudnn", (f"{label} bundles its own cuDNN (not in the matrix); "
@@ -113,11 +158,19 @@ class Chooser:
                                  + (f" on the target GPUs ({floor})" if floor else ""))
         if not b.wheels_cuda and self.req.flavour == "slim":
             return "flavour", f"{label} needs a system CUDA {b.cuda} (no CUDA wheels); flavour slim has none"
-        mode, why = self.driver_mode(b.cuda)
+        stack_minor = min(self._allowed_minors(b), key=cuda_version) if not b.wheels_cuda else self._minor(b)
+        mode, why = self.driver_mode(stack_minor)
         if mode is None:
             return "driver", f"{label}: {why}"
         problem = self._coverage_problem(b, mode)
         return ("coverage", problem) if problem else None
+
+    def _minor(self, b: Build) -> str:
+        """A wheel build's stack CUDA: its own, or with `cuda:` given, the newest allowed (rule 3)."""
+        allowed = self._allowed_minors(b)
+        if not self.req.cuda or b.cuda in allowed:
+            return b.cuda
+        return max(allowed, key=cuda_version)
 
     def _coverage_problem(self, b: Build, mode: str) -> str | None:
         jit = mode != "minor-compat"
@@ -164,7 +217,7 @@ class Chooser:
     # ------------------------------------------------------------------ images
 
     def _image_usable(self, image: CudaImage) -> bool:
-        return image.lifecycle == "supported" or (image.lifecycle == "end-of-life" and self.req.allow_eol_images)
+        return image.lifecycle == "supported" or (image.lifecycle == "end-of-life" and not self.req.refuse_eol_images)
 
     def pick_image(self, minors: list[str], cudnn_series: str | None, flavour: str) -> tuple[CudaImage, str, str]:
         """Newest usable nvidia/cuda release among `minors` (in order), newest apt-based OS -> (image, os, tag)."""
@@ -174,7 +227,7 @@ class Chooser:
             for image in images:
                 if not self._image_usable(image):
                     refused.append(f"nvidia/cuda {image.cuda} is {image.lifecycle}"
-                                   + ("" if image.lifecycle == "deleted" else " (--allow-eol-images to use it)"))
+                                   + ("" if image.lifecycle == "deleted" else " (refuse_eol_images is set)"))
                     continue
                 oses = image.cudnn_os if cudnn_series else image.os
                 if cudnn_series:
@@ -250,20 +303,27 @@ class Chooser:
         system = [b for b in builds if not b.wheels_cuda]
         flavour = self.req.flavour if self.req.flavour != "auto" else ("runtime" if system else "slim")
         image = os_name = tag = None
+        pin = False
         if system:
             b = system[0]
             major = b.cuda.split(".")[0]
-            minors = [b.cuda] + [tk.version for tk in reversed(self.m.toolkits)
-                                 if tk.version.split(".")[0] == major and tk.key > cuda_version(b.cuda)]
-            image, os_name, tag = self.pick_image(minors, b.system_cudnn, flavour)
+            try:
+                image, os_name, tag = self.pick_image(self._allowed_minors(b), b.system_cudnn, flavour)
+            except EnvProblem as exc:
+                raise EnvProblem(f"{exc}{self._soname_note(b)}") from None
             minor = minor_of(image.cuda)
             cudnn = image.cudnn
             why.append(f"{b.framework} {b.version} was tested with CUDA {b.cuda} / cuDNN {b.system_cudnn} and "
                        f"needs them from the system: nvidia/cuda {image.cuda} (CUDA {major}.x minor-version "
-                       f"compatible, cuDNN {cudnn})")
+                       f"compatible, cuDNN {cudnn})" + self._soname_note(b, short=True)
+                       + (f"; within cuda {self.req.cuda}" if self.req.cuda else ""))
         else:
-            pinned = [b for b in builds if b.cuda_runtime and b.cuda_runtime.startswith("==")]
-            minor = (pinned[0] if pinned else max(builds, key=lambda b: cuda_version(b.cuda))).cuda
+            minor, pin = self._wheel_minor(builds)
+            if pin:
+                name = self.m.majors[builds[0].cuda_major].wheel("cuda-runtime")
+                runtime_pin = (name, f"{minor}.*")
+                why.append(f"CUDA {minor}: newest minor within cuda {self.req.cuda} that the wheels' range "
+                           f"allows ({', '.join(series_label(b) for b in builds)}); {name} pinned to it")
             choices = self._cudnn_choices([b.cudnn for b in builds] + [self.req.cudnn], builds[0].cuda_major)
             if not any(b.cudnn for b in builds) and not self.req.cudnn:
                 cudnn = None
@@ -287,6 +347,9 @@ class Chooser:
         python, install, base, os_id = self._python_and_base(self.pythons(builds), flavour, tag, os_name)
 
         packages, requirements, indexes = {}, [], []
+        if not system and pin:
+            packages[runtime_pin[0]] = runtime_pin[1]
+            requirements.append(f"{runtime_pin[0]}=={runtime_pin[1]}")
         for b in builds:
             pip_name, pkg_version = b.requirement.split("==", 1)
             packages[pip_name.split("[")[0]] = pkg_version  # by distribution name (paddlepaddle-gpu, mxnet-cu112)
@@ -324,12 +387,38 @@ class Chooser:
         return Stack(python=python, python_install=install, cuda=minor, cudnn=cudnn, flavour=flavour,
                      base_image=base, os=os_id, packages=packages, requirements=tuple(requirements),
                      index_urls=tuple(indexes), requirement=requirement, min_driver=min_driver, driver_mode=mode,
-                     targets=self._targets(), frameworks=picks, why=tuple(why),
-                     warnings=tuple(self._warnings(install, python)), os_packages=self._os_packages(builds))
+                     targets=self._targets(), frameworks=picks, why=tuple(why + self._eol(image)),
+                     warnings=tuple(self._warnings(install, python) + self._eol(image)),
+                     os_packages=self._os_packages(builds))
 
     def _os_packages(self, builds) -> tuple[str, ...]:
         names = [p for b in builds if (fw := self.m.frameworks.get(b.framework)) for p in fw.system_packages]
         return tuple(dict.fromkeys(names))
+
+    def _wheel_minor(self, builds: list[Build]) -> tuple[str, bool]:
+        """The stack CUDA of wheel builds, and whether the runtime wheel must be pinned to honour `cuda:`."""
+        pinned = [b for b in builds if b.cuda_runtime and b.cuda_runtime.startswith("==")]
+        default = (pinned[0] if pinned else max(builds, key=lambda b: cuda_version(b.cuda))).cuda
+        if not self.req.cuda:
+            return default, False
+        common = set.intersection(*(set(self._allowed_minors(b)) for b in builds))
+        if not common:
+            raise EnvProblem(f"no CUDA minor within cuda {self.req.cuda} suits "
+                             + " and ".join(f"{series_label(b)} (CUDA {_span(self.cuda_minors(b))})" for b in builds))
+        if default in common:
+            return default, False
+        return max(common, key=cuda_version), True
+
+    def _soname_note(self, b: Build, short: bool = False) -> str:
+        lacking = [tk.version for tk in self.m.toolkits if tk.major == b.cuda_major and tk.key > cuda_version(b.cuda)
+                   and self.m.missing_sonames(tk.version, b.sonames)]
+        if not lacking:
+            return ""
+        names = ", ".join(s for s in b.sonames if self.m.missing_sonames(lacking[0], [s]))
+        if short:
+            return f"; not CUDA {_span(lacking)}: no {names} there"
+        series = ".".join(b.version.split(".")[:2])
+        return f" ({b.framework} {series} loads {names}, which CUDA {_span(lacking)} don't ship)"
 
     def _want(self, b: Build):
         return self.wants[b.framework]
@@ -351,6 +440,13 @@ class Chooser:
             src = "the frameworks' wheels" if builds else "NVIDIA's CUDA wheels"
             return f"base {base}: slim, CUDA comes from {src} (no second CUDA copy)"
         return f"base {base}: {flavour} flavour, CUDA from the nvidia/cuda image"
+
+    def _eol(self, image: CudaImage | None) -> list[str]:
+        """Rule 8: an end-of-life image is used, and said so (in the why and the lock's warnings)."""
+        if image is None or image.lifecycle != "end-of-life":
+            return []
+        return [f"nvidia/cuda {image.cuda} is end-of-life: NVIDIA deletes its tags about six months after EOL "
+                "(set refuse_eol_images: true / --refuse-eol-images to refuse such images)"]
 
     def _warnings(self, install, python) -> list[str]:
         out = []
@@ -427,8 +523,8 @@ class Chooser:
         return Stack(python=python, python_install=install, cuda=tk.version, cudnn=cudnn, flavour=flavour,
                      base_image=base, os=os_id, packages=packages, requirements=tuple(requirements),
                      index_urls=(), requirement=requirement, min_driver=min_driver, driver_mode=mode,
-                     targets=self._targets(), frameworks=(), why=tuple(why),
-                     warnings=tuple(self._warnings(install, python)))
+                     targets=self._targets(), frameworks=(), why=tuple(why + self._eol(image)),
+                     warnings=tuple(self._warnings(install, python) + self._eol(image)))
 
     def _os_pythons(self, flavour, os_name) -> list[str]:
         """With no framework to constrain it, prefer the base's own Python (nothing to download)."""

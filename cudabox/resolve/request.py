@@ -24,7 +24,7 @@ class Request:
     cudnn: str | None = None  # specifier
     flavour: str = "auto"
     allow_forward_compat: bool = False
-    allow_eol_images: bool = False
+    refuse_eol_images: bool = False  # end-of-life nvidia/cuda tags are used (with a warning) unless set
     python_install: str = "auto"
     context: tuple[str, ...] = ()  # reasons that come from outside (host detection)
     env: tuple[tuple[str, str], ...] = ()  # cudabox.yaml env: (KERAS_BACKEND picks Keras 3's backend)
@@ -42,6 +42,7 @@ def request_from_spec(spec: ProjectSpec, m: Matrix, *, driver: str | None = None
         requirements=spec.requirements, python=spec.python, gpus=_unique(resolved),
         driver=DriverVersion.parse(drv) if drv else None, cuda=spec.cuda, cudnn=spec.cudnn,
         flavour=spec.flavour, allow_forward_compat=spec.allow_forward_compat,
+        refuse_eol_images=spec.refuse_eol_images,
         python_install=spec.python_install, env=tuple(spec.env), **extra)
 
 

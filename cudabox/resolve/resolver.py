@@ -13,15 +13,15 @@ import itertools
 from dataclasses import dataclass, replace
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from .environment import Chooser, EnvProblem, cudnn_words, series_label
-from ..errors import InputError, Unsatisfiable
+from ..errors import Unsatisfiable
 from ..knowledge.matrix import Matrix
-from ..knowledge.model import Build, DriverVersion, cuda_version
+from ..knowledge.model import Build, cuda_version
 from .request import Request
 from .stack import Stack
+from .ways import nearest_known, ways_out
 
 
 def known_variants(m: Matrix) -> dict[str, set[str]]:
@@ -61,12 +61,12 @@ class Resolver:
         matching = [b for b in builds if Version(b.version) in want.spec
                     and (want.variant is None or b.variant == want.variant)]
         if not matching:
-            known = sorted({b.version for b in builds}, key=Version)
             variants = sorted({b.variant for b in builds})
-            detail = f"known: {known[0]} … {known[-1]}" if known else "none known"
+            detail = f"nearest known: {nearest_known(self.m, framework, want.spec)}"
             if want.variant and want.variant not in variants:
                 detail += f"; variants: {', '.join(variants)}"
-            self._note("unknown", f"no {framework} release in the matrix matches {want.describe()} ({detail})")
+            self._note("unknown", f"no {framework} release in the matrix matches {want.describe()} ({detail}); "
+                                  "`cudabox matrix refresh` adds releases published since the bundle")
             return []
         matching = self._with_companions(framework, matching)
         ok = []
@@ -277,70 +277,5 @@ def resolve(m: Matrix, request: Request) -> Stack:
     try:
         return resolver.resolve()
     except Unsatisfiable as exc:
-        exc.reasons += ways_out(m, request, resolver.wants)
+        exc.reasons += ways_out(m, request, resolver.wants, Resolver)
         raise
-
-
-def ways_out(m: Matrix, request: Request, wants=None) -> list[str]:
-    """Re-resolve with one constraint relaxed; each success is a suggestion."""
-    tries = []
-    if request.driver is not None:
-        for driver in _driver_upgrades(m, request.driver):
-            tries.append(("driver", replace(request, driver=driver)))
-    wants = wants if wants is not None else m.frameworks.split(request.requirements, env=dict(request.env))[0]
-    pinned = [w for w in wants.values() if str(w.spec) or w.variant]
-    for w in pinned:
-        loosened = tuple(r for r in request.requirements if not _is_for(m, r, w.name)) + (w.name,)
-        tries.append((f"requirement:{w.name}", replace(request, requirements=loosened)))
-    if request.cuda:
-        tries.append(("cuda", replace(request, cuda=None)))
-    if request.python:
-        tries.append(("python", replace(request, python=None)))
-    for g in request.gpus:
-        tries.append((f"gpu:{g.name}", replace(request, gpus=tuple(x for x in request.gpus if x is not g))))
-    if request.flavour != "auto":
-        tries.append(("flavour", replace(request, flavour="auto")))
-    out, done = [], set()
-    for what, relaxed in tries:
-        if what in done:
-            continue
-        try:
-            stack = Resolver(m, relaxed).resolve()
-        except (Unsatisfiable, InputError):
-            continue
-        done.add(what)
-        out.append("way out: " + _suggest(what, stack, relaxed))
-    return out
-
-
-def _driver_upgrades(m: Matrix, current: DriverVersion) -> list[DriverVersion]:
-    """Newer drivers to try, smallest first: each toolkit's first driver above the current one."""
-    drivers = {tk.min_driver for tk in m.toolkits if tk.min_driver and tk.min_driver > current}
-    return sorted(drivers)
-
-
-def _is_for(m: Matrix, requirement: str, name: str) -> bool:
-    from packaging.requirements import Requirement
-
-    n = Requirement(requirement).name
-    fw = m.frameworks.pip(n)
-    return (fw.name if fw else canonicalize_name(n)) == name
-
-
-def _suggest(what: str, stack: Stack, request: Request) -> str:
-    picks = ", ".join(f"{f.name} {f.version} ({f.variant})" for f in stack.frameworks) or f"CUDA {stack.cuda}"
-    if what == "driver":
-        return f"upgrade the driver to >= {request.driver} (then: {picks})"
-    if what.startswith("requirement:"):
-        name = what.split(":", 1)[1]
-        pick = next((f for f in stack.frameworks if f.name == name), None)
-        if pick:
-            return f"use {name} {pick.version} ({pick.variant}), the newest that fits everything else"
-        return f"relax the {name} requirement (then: {picks})"
-    if what == "cuda":
-        return f"drop the cuda constraint (then CUDA {stack.cuda}: {picks})"
-    if what == "python":
-        return f"use Python {stack.python} (then: {picks})"
-    if what.startswith("gpu:"):
-        return f"drop target GPU {what.split(':', 1)[1]} (then: {picks})"
-    return f"use flavour {stack.flavour} (then: {picks})"
