@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..errors import InputError
@@ -143,7 +144,49 @@ class Matrix:
         return next((s for s in self.cudnn if s.series == ".".join(parts[:2])), None)
 
     def cudnn_builds(self) -> list[CudnnBuild]:
-        return sorted((b for s in self.cudnn for b in s.builds), key=lambda b: Version(b.version))
+        return list(self._cudnn_sorted)
+
+    @cached_property
+    def _cudnn_sorted(self) -> tuple[CudnnBuild, ...]:
+        return tuple(sorted((b for s in self.cudnn for b in s.builds), key=lambda b: Version(b.version)))
+
+    @cached_property
+    def cudnn_versions(self) -> tuple[str, ...]:
+        """Every known cuDNN build version, oldest first."""
+        return tuple(b.version for b in self._cudnn_sorted)
+
+    def stack_minors(self, b: Build) -> list[str]:
+        """The CUDA minors a stack with build `b` can have: its own first, then newest first.
+
+        A system-CUDA build runs on its own minor or a newer one of the same major whose toolkit still
+        ships the sonames it loads; a wheel build pinned to one runtime (or a torch variant) is that CUDA;
+        a build whose wheels take a range (JAX plugins, TF >= 2.20's [and-cuda]) any toolkit of its
+        major from its minimum up. Memoised: the resolver asks for every candidate.
+        """
+        key = (b.framework, b.version, b.variant)
+        if key not in self._stack_minors:
+            self._stack_minors[key] = self._find_stack_minors(b)
+        return self._stack_minors[key]
+
+    @cached_property
+    def _stack_minors(self) -> dict:
+        return {}
+
+    def _find_stack_minors(self, b: Build) -> list[str]:
+        runtime = b.cuda_runtime
+        if b.wheels_cuda and (runtime is None and b.cuda_min is None
+                              or runtime and runtime.startswith("==") and "," not in runtime):
+            return [b.cuda]
+        low = Version(b.cuda_min or b.cuda)
+        spec = SpecifierSet(runtime) if runtime else None
+        out = [b.cuda]
+        for tk in reversed(self.toolkits):
+            if tk.major != b.cuda_major or tk.key < low or tk.version == b.cuda:
+                continue
+            if spec is not None and not any(Version(f"{tk.version}.{p}") in spec for p in (0, 999999)):
+                continue
+            out.append(tk.version)
+        return [x for x in out if not self.missing_sonames(x, b.sonames)]
 
     def missing_sonames(self, minor: str, sonames) -> list[str]:
         """The sonames (of a system-CUDA build) that toolkit `minor` doesn't ship."""

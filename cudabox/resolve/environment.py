@@ -8,6 +8,8 @@ strings; `EnvProblem` carries one out of a stack attempt.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -22,6 +24,12 @@ class EnvProblem(Exception):
 
 def series_label(b: Build) -> str:
     return f"{b.framework} {'.'.join(b.version.split('.')[:2])}.x ({b.variant})"
+
+
+@lru_cache(maxsize=8192)
+def _allows(python, version: str) -> bool:
+    """PythonSupport.allows, memoised (asked for every candidate build and Python)."""
+    return python.allows(version)
 
 
 def _span(minors) -> str:
@@ -42,6 +50,7 @@ class Chooser:
         self.wants = wants if wants is not None else m.frameworks.split(request.requirements)[0]
         self.user_python = SpecifierSet(request.python) if request.python else None
         self.host_problems = self._host_problems()
+        self._floors: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------ driver
 
@@ -95,33 +104,14 @@ class Chooser:
     # ------------------------------------------------------------------ one build
 
     def pythons(self, builds) -> list[str]:
-        allowed = [p for p in self.m.known_pythons if all(b.python.allows(p) for b in builds)]
+        allowed = [p for p in self.m.known_pythons if all(_allows(b.python, p) for b in builds)]
         if self.user_python is not None:
             allowed = [p for p in allowed if Version(p) in self.user_python]
         return allowed
 
     def cuda_minors(self, b: Build) -> list[str]:
-        """The CUDA minors a stack with this build can have, the build's own first, then newest first.
-
-        Rule 3 (`cuda:` constrains the stack's CUDA, not only the wheel's build CUDA) and rule 4: a
-        system-CUDA build runs on its own minor or a newer one of the same major whose toolkit still ships
-        the sonames it loads; a wheel build pinned to one runtime is that CUDA; a build whose wheels take a
-        range (JAX plugins, TF >= 2.20's [and-cuda]) any toolkit of its major from its minimum up.
-        """
-        runtime = b.cuda_runtime
-        if b.wheels_cuda and (runtime is None and b.cuda_min is None
-                              or runtime and runtime.startswith("==") and "," not in runtime):
-            return [b.cuda]
-        low = cuda_version(b.cuda_min or b.cuda)
-        spec = SpecifierSet(runtime) if runtime else None
-        out = [b.cuda]
-        for tk in reversed(self.m.toolkits):
-            if tk.major != b.cuda_major or tk.key < low or tk.version == b.cuda:
-                continue
-            if spec is not None and not any(Version(f"{tk.version}.{p}") in spec for p in (0, 999999)):
-                continue
-            out.append(tk.version)
-        return [x for x in out if not self.m.missing_sonames(x, b.sonames)]
+        """The CUDA minors a stack with this build can have (rules 3 and 4; `Matrix.stack_minors`)."""
+        return self.m.stack_minors(b)
 
     def _allowed_minors(self, b: Build) -> list[str]:
         minors = self.cuda_minors(b)
@@ -130,12 +120,13 @@ class Chooser:
         return minors
 
     def _cuda_problem(self, b: Build) -> str | None:
-        label, minors = series_label(b), self.cuda_minors(b)
-        loads = self._soname_note(b)
+        minors = self.cuda_minors(b)
         if not minors:
-            return f"{label} was built with CUDA {b.cuda}{loads}; no toolkit in the matrix provides it"
+            return f"{series_label(b)} was built with CUDA {b.cuda}{self._soname_note(b)}; no toolkit in the " \
+                   "matrix provides it"
         if self.req.cuda and not self._allowed_minors(b):
-            return f"{label} runs on CUDA {_span(minors)}{loads}, outside cuda {self.req.cuda}"
+            return f"{series_label(b)} runs on CUDA {_span(minors)}{self._soname_note(b)}, outside cuda " \
+                   f"{self.req.cuda}"
         return None
 
     def build_problem(self, b: Build) -> tuple[str, str] | None:
@@ -200,6 +191,13 @@ class Chooser:
 
     def _floor_of(self, spec: str) -> str | None:
         """The GPU floor that rules out the newest cuDNN build matching `spec`, if one does."""
+        if not self.req.gpus:
+            return None
+        if spec not in self._floors:
+            self._floors[spec] = self._find_floor(spec)
+        return self._floors[spec]
+
+    def _find_floor(self, spec: str) -> str | None:
         matching = [c.version for c in reversed(self.m.cudnn_builds()) if Version(c.version) in SpecifierSet(spec)]
         return next((f for f in map(self.cudnn_floor, matching) if f), None)
 
@@ -410,6 +408,8 @@ class Chooser:
         return max(common, key=cuda_version), True
 
     def _soname_note(self, b: Build, short: bool = False) -> str:
+        if not b.sonames:
+            return ""
         lacking = [tk.version for tk in self.m.toolkits if tk.major == b.cuda_major and tk.key > cuda_version(b.cuda)
                    and self.m.missing_sonames(tk.version, b.sonames)]
         if not lacking:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -49,6 +50,7 @@ class Resolver:
         self.wants, self.others = m.frameworks.split(request.requirements, known_variants(m), env=dict(request.env))
         self.env = Chooser(m, request, self.wants)
         self.problems: list[Problem] = []
+        self._pairs: dict[tuple[int, int], bool] = {}
 
     def _note(self, kind: str, text: str, build: Build | None = None, other: Build | None = None):
         self.problems.append(Problem(kind, text, build, other))
@@ -58,7 +60,7 @@ class Resolver:
     def candidates(self, framework: str) -> list[Build]:
         want = self.wants[framework]
         builds = self.m.builds_of(framework)
-        matching = [b for b in builds if Version(b.version) in want.spec
+        matching = [b for b in builds if _version(b.version) in want.spec
                     and (want.variant is None or b.variant == want.variant)]
         if not matching:
             variants = sorted({b.variant for b in builds})
@@ -96,7 +98,7 @@ class Resolver:
         if releases is None:
             want = self.wants[name]
             releases = [c for c in self.m.companions_of(name) if Version(c.version) in want.spec]
-        fits = [c for c in releases if c.pin is None or Version(build.version) in SpecifierSet(c.pin)]
+        fits = [c for c in releases if c.pin is None or _version(build.version) in _spec(c.pin)]
         pinned = [c for c in fits if c.pin is not None]
         return max(pinned or fits, key=lambda c: Version(c.version), default=None)
 
@@ -163,10 +165,14 @@ class Resolver:
 
     def _pair_problem(self, combo) -> bool:
         for a, b in itertools.combinations(combo, 2):
-            problem = pair_conflict(self.m, a, b)
-            if problem:
-                kind, text = problem
-                self._note(f"pair:{a.framework}:{b.framework}:{kind}", text, a, b)
+            key = (id(a), id(b))  # builds live as long as the matrix; each pair is judged (and noted) once
+            if key not in self._pairs:
+                problem = pair_conflict(self.m, a, b)
+                self._pairs[key] = problem is not None
+                if problem:
+                    kind, text = problem
+                    self._note(f"pair:{a.framework}:{b.framework}:{kind}", text, a, b)
+            if self._pairs[key]:
                 return True
         return False
 
@@ -238,18 +244,39 @@ def summarize(problems: list[Problem]) -> list[str]:
     return lines
 
 
+@lru_cache(maxsize=4096)
+def _spec(text: str) -> SpecifierSet:
+    return SpecifierSet(text)
+
+
+@lru_cache(maxsize=4096)
+def _version(text: str) -> Version:
+    return Version(text)
+
+
+@lru_cache(maxsize=1024)
+def _pythons(python, known: tuple[str, ...]) -> frozenset:
+    return frozenset(p for p in known if python.allows(p))
+
+
+@lru_cache(maxsize=1024)
+def _cudnn_meet(a: str, b: str, versions: tuple[str, ...]) -> bool:
+    both = _spec(a) & _spec(b)
+    return any(_version(v) in both for v in versions)
+
+
 def pair_conflict(m: Matrix, a: Build, b: Build) -> tuple[str, str] | None:
-    """Can two framework builds share one Python environment? None, or (kind, the conflicting facts)."""
+    """Can two framework builds share one Python environment? None, or (kind, the conflicting facts).
+    Called for every candidate pair, so the checks are memoised on the (hashable) facts they read."""
+    if not _pythons(a.python, m.known_pythons) & _pythons(b.python, m.known_pythons):
+        return "python", (f"{series_label(a)} supports Python {a.python.describe()} but {series_label(b)} "
+                          f"supports {b.python.describe()}; no Python fits both")
     la, lb = series_label(a), series_label(b)
-    if not any(a.python.allows(p) and b.python.allows(p) for p in m.known_pythons):
-        return "python", (f"{la} supports Python {a.python.describe()} but {lb} supports "
-                          f"{b.python.describe()}; no Python fits both")
     if a.cuda_major != b.cuda_major:
         return "cuda-major", (f"{la} uses CUDA {a.cuda_major} but {lb} uses CUDA {b.cuda_major}; "
                               "one environment can't hold both")
     if a.cudnn and b.cudnn:
-        both = SpecifierSet(a.cudnn) & SpecifierSet(b.cudnn)
-        if not any(Version(c.version) in both for c in m.cudnn_builds()):
+        if not _cudnn_meet(a.cudnn, b.cudnn, m.cudnn_versions):
             return "cudnn", f"{la} {cudnn_words(a.cudnn)} but {lb} {cudnn_words(b.cudnn)}"
     for sys_b, wheel_b in ((a, b), (b, a)):  # one libcudnn.so.<major> per process: the system's or the wheel's
         if sys_b.system_cudnn and wheel_b.cudnn:
