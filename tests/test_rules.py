@@ -292,3 +292,15 @@ def test_resolve_cuda_and_gpu_work_without_cudabox_yaml(cli, tmp_path):
 def test_resolve_without_cudabox_yaml_or_cuda_is_still_bad_input(cli, tmp_path):
     proc = cli("resolve", "--gpu", "RTX 5090", cwd=tmp_path, check=2)
     assert "cudabox.yaml: not found" in proc.stderr
+
+
+# ---------------------------------------------------------------- §1 companions: confirmed or said not to be
+
+
+@pytest.mark.parametrize("requirements,line", [
+    (("torch==2.5.1", "torchvision"), "torchvision 0.20.1: pairs with torch 2.5.1 (its wheel pins torch==2.5.1)"),
+    (("torch==2.12.*", "torchaudio"), "torchaudio 2.11.0: paired with torch 2.12.1, not confirmed: its wheel "
+                                      "declares no torch pin"),
+])
+def test_companion_pairings_say_whether_the_data_confirms_them(m, requirements, line):
+    assert any(w.startswith(line) for w in stack_of(m, *requirements).why)

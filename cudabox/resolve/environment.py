@@ -32,6 +32,16 @@ def _allows(python, version: str) -> bool:
     return python.allows(version)
 
 
+def _pairing(companion, framework_version: str) -> str:
+    """Say how a companion pairing is known: the wheel's exact pin, or not confirmed by the data."""
+    pin = companion.pin or ""
+    if pin.startswith("==") and "," not in pin:
+        return f"pairs with {companion.framework} {framework_version} (its wheel pins {companion.framework}{pin})"
+    declared = f"only declares {companion.framework}{pin}" if pin else f"declares no {companion.framework} pin"
+    return (f"paired with {companion.framework} {framework_version}, not confirmed: its wheel {declared} "
+            f"({companion.prov.origin})")
+
+
 def _span(minors) -> str:
     """["11.8", "11.1", "11.4"] -> "11.1–11.8"; one minor as itself."""
     ordered = sorted(set(minors), key=cuda_version)
@@ -359,11 +369,12 @@ class Chooser:
                 "newest release that satisfies everything"
             why.append(f"{b.framework} {b.version} ({b.variant}): {how}; CUDA {b.cuda} variant"
                        + (" (PyPI's default)" if b.pypi_default else f" from {b.index}"))
-        for name, version, torch in companions:
+        for name, companion, torch in companions:
+            version = companion.version
             full = version if torch.pypi_default else f"{version}+{torch.variant}"
             packages[name] = full
             requirements.append(f"{name}=={full}")
-            why.append(f"{name} {version}: pairs with torch {torch.version}")
+            why.append(f"{name} {version}: " + _pairing(companion, torch.version))
         if cudnn and flavour == "slim":
             wheel = self.m.majors[builds[0].cuda_major].cudnn_wheel
             packages[wheel] = cudnn

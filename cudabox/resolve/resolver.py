@@ -152,13 +152,13 @@ class Resolver:
                 return self._finish(stack, list(combo))
         raise self._unsatisfiable()
 
-    def _companions(self, combo) -> list[tuple[str, str, Build]]:
+    def _companions(self, combo) -> list[tuple]:
         out = []
         for name, fw in self.m.frameworks.companions.items():
             build = next((b for b in combo if b.framework == fw.name), None)
             if name in self.wants and build is not None:
                 c = self.companion_for(name, build)
-                out.append((name, c.version, build))
+                out.append((name, c, build))
         return out
 
     # ---- rule 3: one environment
