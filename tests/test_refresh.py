@@ -278,6 +278,28 @@ def test_refresh_into_the_user_overlay_is_picked_by_resolve(synthetic_pypi):
     assert again.changes == [], lines  # a second refresh finds nothing new
 
 
+def test_refresh_keeps_only_what_differs_from_the_bundled_data(pypi):
+    """Issue #11 §3: an overlay never shadows later bundled fixes with stale copies."""
+    overlay = paths.config_dir() / "matrices"
+    overlay.mkdir(parents=True)
+    torch = bundled("torch")
+    series = {r["series"]: r for r in torch["releases"]}
+    same = series["2.4"]  # a verbatim copy of the bundled record: adds nothing
+    stale = dict(series["2.5"], python=["3.9"],  # what an earlier refresh wrote; the bundle has 2.5 right now
+                 note="derived from PyPI metadata by `cudabox matrix refresh` (an older run)")
+    mine = dict(series["2.6"], note="hand-written: our cluster's own arch notes")  # the user's own: kept
+    (overlay / "torch.yaml").write_text(yaml.safe_dump({"releases": [same, stale, mine]}, sort_keys=False))
+
+    plan, lines, written = run(pypi, ["torch"])
+    kept = yaml.safe_load((overlay / "torch.yaml").read_text())["releases"]
+    assert [r["series"] for r in kept] == ["2.6"] and kept[0]["note"].startswith("hand-written")
+    assert any("dropped torch releases 2.4: same as the bundled record" in line for line in lines)
+    assert any("dropped torch releases 2.5: the bundled data has it now" in line for line in lines)
+    assert plan.changes == []  # PyPI agrees with the bundled data: nothing to add
+    m = loader.load()
+    assert next(b for b in m.builds_of("torch") if b.version == "2.5.1").python.allows("3.12")  # bundled wins
+
+
 def test_refresh_into_bundled_files_keeps_their_comments(tmp_path, monkeypatch):
     copy = tmp_path / "matrices"
     shutil.copytree(REPO / "matrices", copy)

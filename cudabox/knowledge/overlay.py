@@ -72,13 +72,15 @@ def identity(subject: str, docs: dict) -> dict:
     raise KeyError(subject)
 
 
-def overlay_dirs(project_dir: Path | None = None) -> list[Path]:
-    """Overlay directories, lowest priority first: user config dir, $CUDABOX_MATRICES, the project."""
+def overlay_dirs(project_dir: Path | None = None, exclude: Path | None = None) -> list[Path]:
+    """Overlay directories, lowest priority first: user config dir, $CUDABOX_MATRICES, the project
+    (`exclude`: one left out - what a refresh into that overlay compares with)."""
     dirs = [paths.config_dir() / "matrices"]
     dirs += [Path(p) for p in os.environ.get("CUDABOX_MATRICES", "").split(":") if p]
     if project_dir is not None:
         dirs.append(Path(project_dir) / ".cudabox" / "matrices")
-    return [d for d in dirs if d.is_dir()]
+    gone = Path(exclude).resolve() if exclude is not None else None
+    return [d for d in dirs if d.is_dir() and d.resolve() != gone]
 
 
 def tag_origin(value, path: str):
@@ -141,14 +143,14 @@ def merge(base: Node, over: Node, subject: str, path: str, ident: dict | None = 
 
 
 def load_documents(project_dir: Path | None = None, bundled: Path | None = None, *,
-                   only_frameworks: bool = False) -> dict[str, Node]:
+                   only_frameworks: bool = False, exclude: Path | None = None) -> dict[str, Node]:
     """Read every subject file, merging overlays over the bundled data.
 
     frameworks.yaml comes first (bundled, then overlays): it says which framework files exist.
     A framework only an overlay declares has no bundled file; its records come from overlays.
     """
     bundled = bundled or paths.matrices_dir()
-    directories = overlay_dirs(project_dir)
+    directories = overlay_dirs(project_dir, exclude)
     docs: dict[str, Node] = {}
 
     def read(path: Path) -> Node | None:

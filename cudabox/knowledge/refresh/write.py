@@ -257,10 +257,20 @@ def target_dir(into: Path | None) -> Path:
 
 
 def current_docs(into: Path | None, project_dir: Path | None) -> dict:
-    """What the refresh compares with: bundled + overlays, or only the bundled files when writing into them."""
+    """What the refresh compares with: the bundled data and every other overlay (not the target: a
+    refresh rewrites it, keeping only what differs from the rest), or the bundled files alone when
+    writing into them."""
+    if _into_overlay(into):
+        return overlay.load_documents(project_dir, exclude=target_dir(into))
+    return bundled_docs()
+
+
+def _into_overlay(into: Path | None) -> bool:
+    return into is None or Path(into).resolve() != paths.matrices_dir().resolve()
+
+
+def bundled_docs() -> dict:
     bundled = paths.matrices_dir()
-    if into is None or Path(into).resolve() != bundled.resolve():
-        return overlay.load_documents(project_dir)
     docs = {}
     for subject in overlay.SUBJECTS:
         path = bundled / f"{subject}.yaml"
@@ -277,23 +287,31 @@ def run(client, frameworks, *, into: Path | None = None, project_dir: Path | Non
         progress=None):
     """The whole refresh: plan, render, validate, write. Returns (plan, diff lines, files written)."""
     from .plan import plan as make_plan
+    from .prune import already_there, prune
 
     directory = target_dir(into)
-    result = make_plan(client, current_docs(into, project_dir), frameworks, progress=progress)
-    texts = new_texts(result, directory)
+    docs = current_docs(into, project_dir)
+    result = make_plan(client, docs, frameworks, progress=progress)
+    base, dropped = prune(directory, bundled_docs(), result, HEADER) if _into_overlay(into) else ({}, [])
+    if _into_overlay(into):
+        already_there(directory, result)  # after prune: what the plan re-derives is not stale
+    texts = {**base, **new_texts(result, directory, base)}
     if texts:
         validate(texts, directory, current_docs(into, project_dir))
     written = [] if dry_run else write(texts, directory)
-    return result, render(result), written
+    lines = render(result) + [f"note: overlay {display_path(directory)}: dropped {d[2:]}" for d in dropped]
+    return result, lines, written
 
 
-def new_texts(plan: Plan, directory: Path) -> dict[str, str]:
-    """subject -> the full new text of DIR/subject.yaml."""
+def new_texts(plan: Plan, directory: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """subject -> the full new text of DIR/subject.yaml (`base`: texts to start from instead of the files)."""
     out = {}
     for subject in dict.fromkeys(c.subject for c in plan.changes):
         ours = [c for c in plan.changes if c.subject == subject]
         path = directory / f"{subject}.yaml"
-        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        text = (base or {}).get(subject)
+        if text is None:
+            text = path.read_text(encoding="utf-8") if path.is_file() else ""
         spliced = splice(text, ours) if text.strip() else None
         if spliced is None and text.strip():  # a layout we can't edit in place: rewrite it, data kept
             merged = plain(load_yaml(path, text))
