@@ -30,7 +30,9 @@ from cudabox.knowledge.refresh.reader import (
     jax_plugin_pins,
     jax_plugins,
     newer_releases,
+    pytorch_pythons,
     pytorch_variants,
+    pytorch_wheels,
     releases,
     tf_and_cuda,
     torch_pins,
@@ -119,6 +121,35 @@ def test_pytorch_index_page_parsing():
             '<a href="x">torch-2.4.1+cu118-cp310-cp310-win_amd64.whl</a>\n'
             '<a href="x">torch-2.4.1+cpu-cp310-cp310-linux_x86_64.whl</a>\n')
     assert pytorch_variants(html) == {"2.4.1": {"cu121", "cu124"}}
+
+
+INDEX = Path(__file__).resolve().parent / "fixtures" / "pytorch-index" / "torch.html"
+
+
+def test_pytorch_index_wheel_names_carry_version_variant_python_and_platform():
+    wheels = pytorch_wheels(INDEX.read_text())
+    w = next(w for w in wheels if w.version == "2.4.1" and w.variant == "cu118" and w.platform == "win_amd64")
+    assert (w.python, w.free_threaded, w.linux_x86_64) == ("3.12", False, False)
+    assert pytorch_variants(INDEX.read_text()) == {"2.4.1": {"cu118", "cu121", "cu124"},  # no cpu, no rocm
+                                                   "2.16.0": {"cu126", "cu130", "cu132"}}
+    pythons = pytorch_pythons(INDEX.read_text())
+    assert pythons[("2.4.1", "cu121")] == ["3.8", "3.12"]
+    assert pythons[("2.16.0", "cu130")] == ["3.11", "3.12", "3.13", "3.14"]  # cp314t left out
+    assert pythons[("2.16.0", "cu132")] == ["3.11", "3.12", "3.13", "3.14"]  # the aarch64 wheel doesn't count
+
+
+def test_refresh_reads_the_pytorch_index_when_reachable(synthetic_pypi):
+    (synthetic_pypi / "pytorch-index").mkdir()
+    shutil.copy(INDEX, synthetic_pypi / "pytorch-index" / "torch.html")
+    plan, lines, _ = run(Client(FixtureTransport(synthetic_pypi)), ["torch"], dry_run=True)
+    record = next(c.new for c in plan.changes if c.subject == "torch" and c.new.get("series") == "2.16")
+    assert [v["name"] for v in record["variants"]] == ["cu126", "cu130", "cu132"]
+    listed = next(v for v in record["variants"] if v["name"] == "cu126")
+    assert "https://download.pytorch.org/whl/torch/" in listed["source"]
+    assert listed["note"].startswith("listed on download.pytorch.org; cuDNN and arch lists carried")
+    assert not any("could not read https://download.pytorch.org" in n for n in plan.notes)
+    # cu126 has no 3.14 wheel on the index while PyPI's (cu132) wheels go to 3.14: said, not hidden
+    assert any("torch 2.16 cu126 on download.pytorch.org has wheels for Python 3.11-3.13" in n for n in plan.notes)
 
 
 # --------------------------------------------------------------------------- the bundled data equals PyPI

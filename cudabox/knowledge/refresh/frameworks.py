@@ -137,7 +137,18 @@ def _torch_variant(name: str, pins: dict, prior: dict, listed: bool, url: str) -
             "status": "inferred", "note": f"{why}{carried} carried from torch {prior['series']} {model['name']}"}
 
 
-def _torch_variants(p: Planner, series: str, versions: list[str], pins: dict, prior: dict) -> tuple[list, str]:
+def _model_series(p: Planner, name: str, series: str, prior: dict) -> dict:
+    """The newest earlier series that has variant `name` (its arch lists fit that CUDA), else `prior`:
+    a cu126 listed for 2.16 carries 2.14's cu126, not 2.15's cu132 (whose sm_100 CUDA 12.6 can't build)."""
+    if any(v["name"] == name for v in prior.get("variants") or ()):
+        return prior
+    earlier = [r for r in section(p.work["torch"], "releases") if as_version(r["series"]) < as_version(series)]
+    earlier.sort(key=lambda r: as_version(r["series"]), reverse=True)
+    return next((r for r in earlier if any(v["name"] == name for v in r.get("variants") or ())), prior)
+
+
+def _torch_variants(p: Planner, series: str, versions: list[str], pins: dict, prior: dict,
+                    pythons: list[str] | None = None) -> tuple[list, str]:
     index = p.r.pytorch_index()
     listed = set().union(*(index.get(v, set()) for v in versions)) if index else set()
     names = sorted(listed) if listed else [v["name"] for v in prior["variants"]]
@@ -145,7 +156,12 @@ def _torch_variants(p: Planner, series: str, versions: list[str], pins: dict, pr
         names.append(pins["variant"])
     names.sort(key=lambda n: as_version(variant_cuda(n)))
     url = p.r.url("torch")
-    variants = [_torch_variant(n, pins, prior, bool(listed), url) for n in names]
+    variants = [_torch_variant(n, pins, _model_series(p, n, series, prior), bool(listed), url) for n in names]
+    for name in sorted(listed):  # the index's wheel tags: a variant without a Python the series lists is said
+        tags = sorted(set().union(*(p.r.index_pythons.get((v, name), []) for v in versions)), key=as_version)
+        if tags and pythons and tags != pythons:
+            p.note(f"torch {series} {name} on download.pytorch.org has wheels for {_span(tags)}, the series "
+                   f"(PyPI's wheels) {_span(pythons)}: one Python list per series; check by hand")
     if listed:
         return variants, (f"variants {'/'.join(names)} from download.pytorch.org, cuDNN and arch lists carried "
                           f"from {prior['series']} (inferred)")
@@ -219,13 +235,13 @@ def _new_torch(p: Planner, records, series, group, pins, metas, url) -> None:
         p.note(f"torch {series}: no earlier release to carry variants and arch lists from: not added")
         return
     versions = [r.version for r in same]
-    variants, how = _torch_variants(p, series, versions, first, prior)
+    python = _pythons(same)
+    variants, how = _torch_variants(p, series, versions, first, prior, python)
     pypi = {"cuda_runtime": first["cuda_runtime"], "cudnn": first["cudnn"],
             "source": _sources([metas[v].url for v in versions])}
     if not first["variant"]:
         pypi.update(status="unverified", note="the PyPI wheel declares no CUDA wheels; which CUDA it bundles is "
                                               "not in its metadata")
-    python = _pythons(same)
     record = {"series": series, "versions": versions, "python": python, "pypi_default": first["variant"],
               "pypi": pypi, "source": url,
               "note": f"derived from PyPI metadata by `cudabox matrix refresh` ({versions[0]} uploaded "

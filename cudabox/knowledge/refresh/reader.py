@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import copy
 import re
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import InvalidWheelFilename, canonicalize_version, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, canonicalize_version, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from ...errors import EnvironmentProblem, InputError
@@ -189,13 +190,56 @@ def jax_plugin_pins(requires_dist, extra: str = "with-cuda") -> dict:
     return {"cudnn": cudnn, "cuda_min": _minor(runtime)}
 
 
+@dataclass(frozen=True)
+class IndexWheel:
+    """One wheel of a PEP 503 simple page: what its file name says (PEP 427)."""
+
+    version: str  # "2.4.1" (public part)
+    variant: str | None  # the local tag: "cu124", "cpu", "rocm6.1"; None when untagged
+    python: str | None  # CPython minor of a cpXY tag ("3.12"); None for py3 / other interpreters
+    free_threaded: bool  # a cp313t-style ABI
+    platform: str  # "manylinux_2_28_x86_64", "win_amd64", ...
+
+    @property
+    def linux_x86_64(self) -> bool:
+        return "linux" in self.platform and self.platform.endswith("x86_64")
+
+
+def pytorch_wheels(html: str, project: str = "torch") -> list[IndexWheel]:
+    """Every `project` wheel a PEP 503 simple page links (its anchors' text, else the href's file name)."""
+    names = re.findall(r"<a\b[^>]*>\s*([^<\s]+\.whl)\s*</a>", html) or \
+        [urllib.parse.unquote(h.rsplit("/", 1)[-1].split("#", 1)[0]) for h in re.findall(r'href="([^"]+\.whl[^"]*)"', html)]
+    out = []
+    for name in dict.fromkeys(names):
+        try:
+            dist, version, _, tags = parse_wheel_filename(name)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if dist != canonicalize_name(project):
+            continue
+        for tag in tags:
+            cp = re.fullmatch(r"cp3(\d+)", tag.interpreter)
+            out.append(IndexWheel(version=version.public, variant=version.local, platform=tag.platform,
+                                  python=f"3.{cp.group(1)}" if cp else None, free_threaded=tag.abi.endswith("t")))
+    return out
+
+
 def pytorch_variants(html: str) -> dict[str, set[str]]:
     """download.pytorch.org/whl/torch/ (PEP 503) -> {version: {cu126, cu130, ...}} of Linux x86_64 wheels."""
     out: dict[str, set[str]] = {}
-    for version, variant in re.findall(r"torch-(\d+(?:\.\d+)+)\+(cu\d+)-[^\"'<>\s]*?linux[^\"'<>\s]*?_x86_64\.whl",
-                                       html):
-        out.setdefault(version, set()).add(variant)
+    for w in pytorch_wheels(html):
+        if w.linux_x86_64 and w.variant and re.fullmatch(r"cu\d+", w.variant):
+            out.setdefault(w.version, set()).add(w.variant)
     return out
+
+
+def pytorch_pythons(html: str) -> dict[tuple[str, str], list[str]]:
+    """(version, variant) -> the CPython minors its Linux x86_64 wheels carry (free-threaded left out)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for w in pytorch_wheels(html):
+        if w.linux_x86_64 and w.variant and w.python and not w.free_threaded:
+            out.setdefault((w.version, w.variant), set()).add(w.python)
+    return {k: sorted(v, key=Version) for k, v in out.items()}
 
 
 def variant_cuda(name: str) -> str:
@@ -217,6 +261,7 @@ class Reader:
         self._meta: dict[tuple[str, str], Metadata] = {}
         self.notes: list[str] = []
         self._index: dict | None | bool = False
+        self.index_pythons: dict[tuple[str, str], list[str]] = {}
 
     def project(self, name: str) -> dict:
         if name not in self._projects:
@@ -268,7 +313,9 @@ class Reader:
                 reason = "HTTP 404"
             except EnvironmentProblem as exc:
                 body, reason = None, getattr(exc, "reason", str(exc))
-            self._index = pytorch_variants(body.decode("utf-8", "replace")) if body else None
+            html = body.decode("utf-8", "replace") if body else ""
+            self._index = pytorch_variants(html) if body else None
+            self.index_pythons = pytorch_pythons(html) if body else {}
             if self._index is None:
                 self.notes.append(f"could not read {PYTORCH_INDEX} ({reason}): torch CUDA variants and arch "
                                   "lists are carried from the previous release (status: inferred)")
