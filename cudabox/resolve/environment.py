@@ -38,8 +38,7 @@ def _pairing(companion, framework_version: str) -> str:
     if pin.startswith("==") and "," not in pin:
         return f"pairs with {companion.framework} {framework_version} (its wheel pins {companion.framework}{pin})"
     declared = f"only declares {companion.framework}{pin}" if pin else f"declares no {companion.framework} pin"
-    return (f"paired with {companion.framework} {framework_version}, not confirmed: its wheel {declared} "
-            f"({companion.prov.origin})")
+    return f"paired with {companion.framework} {framework_version}, not confirmed: its wheel {declared}"
 
 
 def _span(minors) -> str:
