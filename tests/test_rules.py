@@ -304,3 +304,22 @@ def test_resolve_without_cudabox_yaml_or_cuda_is_still_bad_input(cli, tmp_path):
 ])
 def test_companion_pairings_say_whether_the_data_confirms_them(m, requirements, line):
     assert any(w.startswith(line) for w in stack_of(m, *requirements).why)
+
+
+def test_eol_warning_reaches_the_lock_and_the_flag_refuses(cli, tmp_path):
+    (tmp_path / "cudabox.yaml").write_text("requirements: [tensorflow==2.10.*]\n")
+    cli("lock", "-C", tmp_path, check=0)
+    lock = json.loads((tmp_path / "cudabox.lock").read_text())
+    assert any("nvidia/cuda 11.8.0 is end-of-life" in w for w in lock["stack"]["warnings"])
+    proc = cli("lock", "-C", tmp_path, "--refuse-eol-images", check=3)
+    assert "refuse_eol_images is set" in proc.stderr
+    (tmp_path / "cudabox.yaml").write_text("requirements: [tensorflow==2.10.*]\nrefuse_eol_images: true\n")
+    cli("resolve", "-C", tmp_path, check=3)
+
+
+def test_init_accepts_refuse_eol_images_and_writes_the_key(cli, tmp_path):
+    (tmp_path / "requirements.txt").write_text("torch==2.5.1\n")
+    cli("init", tmp_path, "--yes", "--refuse-eol-images", check=0)
+    assert load_spec(tmp_path).refuse_eol_images is True
+    (tmp_path / "requirements.txt").write_text("tensorflow==2.10.1\n")
+    cli("init", tmp_path, "--yes", "--force", "--refuse-eol-images", check=3)  # its only image is EOL
