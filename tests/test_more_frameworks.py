@@ -31,20 +31,21 @@ def stack(m, *requirements, **kw):
 
 
 @pytest.mark.parametrize("requirement,kw,variant,pip,index", [
-    # PyPI's build is CUDA 11.8, whose nvidia/cuda images are end-of-life: the CUDA 12.0 build from Paddle's index
-    ("paddlepaddle-gpu==2.6.2", {}, "cu120", "paddlepaddle-gpu==2.6.2.post120",
+    # PyPI's build is CUDA 11.8, whose nvidia/cuda images are end-of-life: refusing those (rule 8's strict
+    # setting) gives the CUDA 12.0 build from Paddle's index
+    ("paddlepaddle-gpu==2.6.2", {"refuse_eol_images": True}, "cu120", "paddlepaddle-gpu==2.6.2.post120",
      "https://www.paddlepaddle.org.cn/packages/stable/cu120/"),
-    # with EOL images allowed and no driver known, no newer CUDA major than PyPI's build (rule 5)
-    ("paddlepaddle-gpu==2.6.2", {"allow_eol_images": True}, "cu118", "paddlepaddle-gpu==2.6.2", None),
+    # EOL images are used (with a warning) by default; no driver known: no newer CUDA major than PyPI's build
+    ("paddlepaddle-gpu==2.6.2", {}, "cu118", "paddlepaddle-gpu==2.6.2", None),
     # the post tag picks the build; PyPI's own build needs no index
-    ("paddlepaddle-gpu==2.6.2.post117", {"allow_eol_images": True}, "cu117", "paddlepaddle-gpu==2.6.2.post117",
+    ("paddlepaddle-gpu==2.6.2.post117", {}, "cu117", "paddlepaddle-gpu==2.6.2.post117",
      "https://www.paddlepaddle.org.cn/packages/stable/cu117/"),
-    ("paddlepaddle-gpu==2.6.1", {"allow_eol_images": True, "cuda": "==11.8.*"}, "cu118",
+    ("paddlepaddle-gpu==2.6.1", {"cuda": "==11.8.*"}, "cu118",
      "paddlepaddle-gpu==2.6.1", None),
     # 3.x lives on Paddle's index only: same version string, the index picks the CUDA build
     ("paddlepaddle-gpu==3.0.0", {}, "cu126", "paddlepaddle-gpu==3.0.0",
      "https://www.paddlepaddle.org.cn/packages/stable/cu126/"),
-    ("paddlepaddle-gpu>=3", {"allow_eol_images": True, "cuda": "<12"}, "cu118", "paddlepaddle-gpu==3.0.0",
+    ("paddlepaddle-gpu>=3", {"cuda": "<12"}, "cu118", "paddlepaddle-gpu==3.0.0",
      "https://www.paddlepaddle.org.cn/packages/stable/cu118/"),
 ])
 def test_paddle_builds(m, requirement, kw, variant, pip, index):
@@ -69,7 +70,7 @@ def test_paddle_cpu_stays_cpu(m):
     ("paddlepaddle-gpu==3.0.0", "K80", "CC >= 6.0"),  # 3.x: GPU computing power over 6.0
 ])
 def test_paddle_gpu_floor(m, requirement, gpu, words):
-    assert words in refusal(m, requirement, gpus=(gpu,), allow_eol_images=True)
+    assert words in refusal(m, requirement, gpus=(gpu,))
 
 
 def test_paddle_2_6_runs_on_kepler(m):
@@ -84,12 +85,12 @@ def test_paddle_and_torch_share_one_cudnn(m):
     kind, text = pair_conflict(m, p118, torch)
     assert kind == "cudnn" and "libcudnn.so.8" in text and "8.6" in text
     assert pair_conflict(m, p117, torch) is None
-    s = stack(m, "torch==2.0.1+cu117", "paddlepaddle-gpu==2.6.2", allow_eol_images=True)
+    s = stack(m, "torch==2.0.1+cu117", "paddlepaddle-gpu==2.6.2")
     assert framework(s, "paddle").variant == "cu117"
 
 
 def test_paddle_and_tensorflow_need_one_cuda_major(m):
-    reasons = refusal(m, "tensorflow==2.10.0", "paddlepaddle-gpu==2.6.2.post120", allow_eol_images=True)
+    reasons = refusal(m, "tensorflow==2.10.0", "paddlepaddle-gpu==2.6.2.post120")
     assert "CUDA 11" in reasons and "CUDA 12" in reasons
 
 
@@ -146,9 +147,9 @@ def test_keras_backend_must_agree_with_a_pinned_framework(m):
 
 
 def test_mxnet_is_refused_with_the_images_and_the_retirement(m):
-    reasons = refusal(m, "mxnet-cu112==1.9.1")
+    reasons = refusal(m, "mxnet-cu112==1.9.1", refuse_eol_images=True)
     assert "nvidia/cuda 11.2.2 is deleted" in reasons
-    assert "end-of-life (--allow-eol-images to use it)" in reasons
+    assert "end-of-life (refuse_eol_images is set)" in reasons
     assert "mxnet: Apache MXNet is retired" in reasons
 
 
@@ -158,7 +159,7 @@ def test_mxnet_is_refused_with_the_images_and_the_retirement(m):
     ("mxnet-cu110==1.9.*", "cu110", "11.8.0"),
 ])
 def test_mxnet_on_end_of_life_images(m, requirement, variant, image):
-    s = stack(m, requirement, allow_eol_images=True)
+    s = stack(m, requirement)
     f = framework(s, "mxnet")
     assert (f.version, f.variant) == ("1.9.1", variant)
     assert s.base_image.startswith(f"nvidia/cuda:{image}-cudnn8-runtime")
@@ -173,7 +174,7 @@ def test_mxnet_cpu_stays_cpu(m):
 
 
 def test_mxnet_and_torch_share_cuda_11(m):
-    s = stack(m, "torch", "mxnet-cu112==1.9.1", allow_eol_images=True)
+    s = stack(m, "torch", "mxnet-cu112==1.9.1")
     assert s.cuda.startswith("11.") and framework(s, "torch").variant.startswith("cu11")
 
 
@@ -246,14 +247,14 @@ def test_init_mxnet_project_is_refused_with_the_reasons(tmp_path):
     shutil.copytree(PROJECTS / "mxnet-legacy", project)
     found = detect(project)
     assert "mxnet-cu112==1.9.1" in found.requirements and found.python == "3.8"
-    plan = plan_init(project, found, no_host=True)
+    plan = plan_init(project, found, no_host=True, refuse_eol_images=True)
     assert isinstance(plan.error, Unsatisfiable) and plan.error.exit_code == 3
     reasons = "\n".join(plan.error.reasons)
-    assert "nvidia/cuda 11.2.2 is deleted" in reasons and "--allow-eol-images" in reasons
+    assert "nvidia/cuda 11.2.2 is deleted" in reasons and "refuse_eol_images is set" in reasons
     assert "Apache MXNet is retired" in reasons
     assert "cudabox.lock" not in plan.files  # no lock; cudabox.yaml carries the reasons at its top
     assert "Apache MXNet is retired" in plan.files["cudabox.yaml"]
-    s = resolve(loader.load(), req(loader.load(), *found.requirements, python="==3.8.*", allow_eol_images=True))
+    s = resolve(loader.load(), req(loader.load(), *found.requirements, python="==3.8.*"))
     assert framework(s, "mxnet").variant == "cu112" and s.python == "3.8"
 
 

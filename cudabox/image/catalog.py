@@ -177,7 +177,7 @@ def request_for(entry: Entry):
     return Request(requirements=entry.requirements(),
                    python=python_spec(entry.python, what=entry.where) if entry.python else None,
                    cuda=f"=={entry.version}.*" if entry.framework == PLAIN else None, flavour=entry.flavour,
-                   allow_eol_images=entry.allow_eol_images,
+                   refuse_eol_images=not entry.allow_eol_images,  # the catalog publishes EOL tags only when an entry says so
                    context=("catalog image: resolved without a host (no driver or GPU constraint)",))
 
 
