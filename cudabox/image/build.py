@@ -80,8 +80,15 @@ def stack_tag(stack: Stack, suffix: str = "") -> str:
     return f"{STACK_REPO}:{stack.hash[:TAG_LEN]}{suffix}"
 
 
-def project_tag(lock: Lock, suffix: str = "") -> str:
-    return f"cudabox/{repo_name(lock.project.name)}:{lock.hash[:TAG_LEN]}{suffix}"
+def folder_key(project_dir) -> str:
+    """8 hex digits naming the project's folder: two checkouts with the same `name:` (or two folders that
+    both fall back to the default name) never share a tag, so neither overwrites nor runs the other's code."""
+    return hashlib.sha256(os.fsencode(str(Path(project_dir).resolve()))).hexdigest()[:8]
+
+
+def project_tag(lock: Lock, suffix: str = "", *, project_dir) -> str:
+    """`cudabox/<name>:<lock hash>-<folder key>`: content-addressed, and per project folder."""
+    return f"cudabox/{repo_name(lock.project.name)}:{lock.hash[:TAG_LEN]}-{folder_key(project_dir)}{suffix}"
 
 
 # --------------------------------------------------------------------------- public entry points
@@ -117,7 +124,7 @@ def ensure_image(project_dir=".", *, lock: Lock | None = None, plain: bool = Fal
         # full Dockerfile: its stack stage then comes from that builder's cache
         dockerfile = PROJECT_DOCKERFILE if engine.builder.local_images else DOCKERFILE
         ignore = ignores[dockerfile]
-        tag = project_tag(lock, suffix)
+        tag = project_tag(lock, suffix, project_dir=project_dir)
         fingerprint = context_fingerprint(project_dir, ignore, dockerfile, s_id,
                                           (project_dir / dockerfile).read_text())
         existing = engine.image(tag)

@@ -104,7 +104,7 @@ def image_for(engine, project: Path, lock) -> dict:
     `cudabox build`'s and `cudabox validate`'s job: a job should start as soon as its image exists."""
     from ..image.build import ensure_image, project_tag
 
-    tag = project_tag(lock)
+    tag = project_tag(lock, project_dir=project)
     found = engine.image(tag)
     if found:
         return found

@@ -9,12 +9,13 @@ no longer matches, the lock is stale.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
 from ..errors import CheckFailed, InputError
-from ..files import display_path, write_atomic
+from ..files import display_path, read_input_text, write_atomic
 from ..project.spec import ProjectSpec, load_spec
 from ..resolve.stack import Stack, digest
 
@@ -100,10 +101,13 @@ def write_lock(lock: Lock, directory: Path) -> Path:
 def read_lock(directory: Path = Path(".")) -> Lock:
     path = Path(directory) / LOCK_FILE
     shown = display_path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         raise InputError(f"{shown}: not found; run `cudabox lock` (or `cudabox init`) first")
+    text = read_input_text(path, shown=shown)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{shown}: nested too deeply; regenerate it with `cudabox lock`") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{shown}:{exc.lineno}: not valid JSON ({exc.msg}); regenerate it with `cudabox lock`") \
             from None
@@ -113,9 +117,11 @@ def read_lock(directory: Path = Path(".")) -> Lock:
         lock = Lock(project=ProjectInputs.from_dict(data["project"]), stack=Stack.from_dict(data["stack"]),
                     inputs_hash=data["inputs_hash"], generated_by=data.get("generated_by", "?"),
                     inputs=tuple((data.get("inputs") or {}).items()))
-    except (KeyError, TypeError) as exc:
-        raise InputError(f"{shown}: malformed lock ({exc}); regenerate it with `cudabox lock`") from None
-    if data.get("lock_hash") != lock.hash:
+        lock_hash = lock.hash
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{shown}: malformed lock ({type(exc).__name__}: {exc}); "
+                         "regenerate it with `cudabox lock`") from None
+    if data.get("lock_hash") != lock_hash:
         raise InputError(f"{shown}: its content does not match its lock_hash (edited by hand?); "
                          "regenerate it with `cudabox lock`")
     return lock
