@@ -21,6 +21,7 @@ from typing import Callable, Iterator, Protocol
 from .buildlog import BuildLog, Event
 
 STDOUT, STDERR = 1, 2  # stream ids of Attachment.frames() and Engine.logs()
+JOB_LABEL = "io.cudabox.run"  # every container cudabox starts carries it: `cudabox ps`/`stop` filter on it
 
 
 @dataclass
@@ -143,7 +144,7 @@ class Engine(Protocol):
 
     # one-shot commands (validate)
     def run(self, image: str, command: list[str], *, gpus: GpuAccess | None = None, timeout: float = 900,
-            environment: dict | None = None) -> RunResult: ...
+            environment: dict | None = None, labels: dict | None = None) -> RunResult: ...
 
     # containers (run, ps, logs, stop, exec)
     def create(self, spec: ContainerSpec, gpus: GpuAccess | None = None) -> str: ...

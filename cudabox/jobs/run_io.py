@@ -15,11 +15,11 @@ import signal
 import sys
 import threading
 
-from ..engine import STDERR, Container, ContainerSpec, EngineError
+from ..engine import JOB_LABEL, STDERR, Container, ContainerSpec, EngineError
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-LABEL = "io.cudabox.run"  # every container cudabox run starts carries it (cudabox ps filters on it)
+LABEL = JOB_LABEL  # every container cudabox run starts carries it (cudabox ps filters on it)
 
 
 class SignalGuard:
@@ -29,6 +29,7 @@ class SignalGuard:
         self.received = 0
         self.count = 0
         self.target = None  # callable(signum, count), set once the container exists
+        self.committed = False  # a detached job was started and kept: from then on signals change nothing
         self._old = {}
 
     def __enter__(self):
@@ -39,7 +40,7 @@ class SignalGuard:
 
     def __exit__(self, *exc):
         for sig, old in self._old.items():
-            signal.signal(sig, old)
+            signal.signal(sig, signal.SIG_IGN if self.committed else old)
         return False
 
     def _handle(self, signum, frame):
@@ -172,10 +173,12 @@ def run_container(engine, spec: ContainerSpec, gpus, *, detach: bool, keep: bool
         kept = False
         try:
             if guard.received:
-                return 128 + guard.received
-            if detach:
+                return _not_started(guard.received)
+            if detach:  # atomic for signals: a job that runs and exit 0, or no job and 128 + the signal
                 start()
-                kept = True
+                if guard.received:  # arrived while it started: take it back
+                    return _not_started(guard.received)
+                kept = guard.committed = True  # the job runs: exit 0 whatever arrives from now on
                 print(engine.inspect(cid).name)
                 return 0
             kept = keep
@@ -183,6 +186,12 @@ def run_container(engine, spec: ContainerSpec, gpus, *, detach: bool, keep: bool
         finally:
             if not kept:
                 engine.remove(cid)
+
+
+def _not_started(signum: int) -> int:
+    sys.stderr.write(f"cudabox: error: `cudabox run` interrupted ({signal.Signals(signum).name}) before the job "
+                     "started; no job was left behind\n")
+    return 128 + signum
 
 
 # --------------------------------------------------------------------------- detached jobs

@@ -58,16 +58,17 @@ def follow(job_id: str, output: Path, *, out=None, err=None, poll: float = 0.5, 
                                          "is off; its output is in " + str(output))
             if deadline is not None and time.monotonic() > deadline:
                 err.write(f"cudabox: Slurm job {job_id} still {state} after scancel; leaving it\n")
-                return 130
+                return cancelled
             time.sleep(poll)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             if cancelled:  # a second Ctrl-C: stop waiting
-                return 130
+                return cancelled
             cancel(job_id)
             err.write(f"\ncudabox: interrupted: cancelled Slurm job {job_id} (scancel)\n")
-            cancelled, deadline = True, time.monotonic() + cancel_wait
+            # the exit code to give: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP (cudabox.interrupt)
+            cancelled, deadline = getattr(exc, "exit_code", 130), time.monotonic() + cancel_wait
     if cancelled:
-        return 130
+        return cancelled
     status = info.exit_status
     if info.state != "COMPLETED":
         node = info.fields.get("NodeList") or "?"
