@@ -223,3 +223,31 @@ def test_lock_interrupted_leaves_the_old_lock_or_the_new_one(tmp_path, cli_env, 
     else:
         assert '"git"' in text
     assert not list(directory.glob(".cudabox.lock.*.tmp"))
+
+
+def test_after_kill_9_the_next_ps_removes_the_ended_job(built, docker_client, cli_env):
+    """kill -9 skips every cleanup: the job's container outlives `cudabox run`; once it has ended, the next
+    `cudabox ps` (or run) removes it. A detached job is no orphan: it stays."""
+    directory, name = built
+    proc = _start(directory, cli_env, "run", "--", "sh", "-c", "sleep 4")
+    deadline = time.monotonic() + 300
+    while not (found := [c for c in _containers(docker_client, f"io.cudabox.project={name}")
+                         if c.labels.get("io.cudabox.run.client", "").endswith(f":{proc.pid}")]):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-2000:]
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    container = found[0]
+    container.wait(timeout=60)  # the orphan ends by itself
+    detached = cudabox("run", "-d", "--", "true", cwd=directory, env=cli_env)
+    assert detached.returncode == 0, detached.stderr
+    time.sleep(1)
+    ps = cudabox("ps", "-a", "--json", cwd=directory, env=cli_env)
+    assert ps.returncode == 0, ps.stderr
+    left = {c.id for c in _containers(docker_client, f"io.cudabox.project={name}")}
+    assert container.id not in left  # reaped
+    job = detached.stdout.strip()
+    assert job in ps.stdout  # the detached one stays for `cudabox logs`
+    cudabox("stop", job, cwd=directory, env=cli_env)
+    for c in docker_client.containers.list(all=True, filters={"name": f"^/{job}$"}):
+        c.remove(force=True)

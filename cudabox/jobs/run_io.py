@@ -20,6 +20,39 @@ from ..engine import JOB_LABEL, STDERR, Container, ContainerSpec, EngineError
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 LABEL = JOB_LABEL  # every container cudabox run starts carries it (cudabox ps filters on it)
+CLIENT_LABEL = "io.cudabox.run.client"  # host:pid of the `cudabox run` that removes the container when it ends
+
+
+def client_id(pid: int | None = None) -> str:
+    import socket
+
+    return f"{socket.gethostname()}:{pid or os.getpid()}"
+
+
+def reap(engine) -> int:
+    """Remove ended foreground jobs whose `cudabox run` on this host is gone (kill -9 skipped its cleanup).
+    Detached and --keep jobs carry no client label: they stay until `cudabox stop` / `docker rm`."""
+    import socket
+
+    host, removed = socket.gethostname(), 0
+    for c in engine.containers(LABEL, all_=True):
+        client = c.labels.get(CLIENT_LABEL, "")
+        owner, _, pid = client.rpartition(":")
+        if c.running or owner != host or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its cudabox still runs: it removes the container itself
+        except ProcessLookupError:
+            pass
+        except OSError:  # another user's process: alive
+            continue
+        try:
+            engine.remove(c.id)
+            removed += 1
+        except EngineError:
+            pass
+    return removed
 
 
 class SignalGuard:
@@ -207,6 +240,7 @@ def find_job(engine, name: str) -> Container:
 
 
 def jobs(engine, *, all_: bool = False) -> list[dict]:
+    reap(engine)
     return [{"name": c.name, "project": c.labels.get("io.cudabox.project"), "status": c.status, "state": c.state,
              "command": c.command, "image": c.image, "id": c.id[:12], "created": c.created}
             for c in engine.containers(LABEL, all_=all_)]
