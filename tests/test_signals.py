@@ -79,7 +79,11 @@ def _builder_running(proc, timeout: float = 300) -> None:
 
 def _finish(proc, sig) -> tuple[int, str]:
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=120)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # don't leave it behind; the test fails below
+        out = proc.communicate()[0] + "\n(still running 120 s after the signal: killed)"
     return proc.returncode, out
 
 
@@ -251,3 +255,28 @@ def test_after_kill_9_the_next_ps_removes_the_ended_job(built, docker_client, cl
     cudabox("stop", job, cwd=directory, env=cli_env)
     for c in docker_client.containers.list(all=True, filters={"name": f"^/{job}$"}):
         c.remove(force=True)
+
+
+def test_ci_build_interrupted_stops_the_builders_of_its_worker_threads(docker_client, cli_env, tmp_path):
+    """`ci build` builds in worker threads; the signal reaches the main thread, which stops their builders."""
+    import shutil
+
+    from tests.support import REPO
+    from tests.test_ci import SMALL
+
+    catalog = tmp_path / "images"
+    shutil.copytree(REPO / "images" / "_support", catalog / "_support")
+    shutil.copytree(REPO / "images" / SMALL[0], catalog / SMALL[0])
+    dockerfile = catalog / SMALL[0] / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace(
+        "COPY _support/smoke.py", f"RUN echo cb-test-sig-{uuid.uuid4().hex[:6]} && sleep 300\nCOPY _support/smoke.py", 1))
+    proc = _start(tmp_path, cli_env, "ci", "build", "--catalog", catalog, "--ca-cert", HOST_CA,
+                  "--registry", "cb-test-ci-sig")
+    _builder_running(proc, timeout=900)
+    started = time.monotonic()
+    code, out = _finish(proc, signal.SIGTERM)
+    assert code == 143, out[-3000:]
+    assert time.monotonic() - started < 60, "waited for the build instead of stopping it"
+    assert "`cudabox ci` interrupted (SIGTERM)" in _last_line(out), out[-2000:]
+    _children_gone(proc.pid)
+    assert not docker_client.images.list(name="cb-test-ci-sig/cuda")

@@ -226,9 +226,21 @@ class DockerEngine:
     """A connected Docker engine plus the builder to use with it."""
 
     def __init__(self, client, docker: str | None = None):
+        import threading
+
         self.client = client
         self._docker = docker
         self._builder: Builder | None = None
+        self._children: set = set()  # running builder CLIs (builds in worker threads: ci build)
+        self._children_lock = threading.Lock()
+
+    def cancel_builds(self) -> None:
+        """Stop every build this engine object runs, from any thread (a signal reaches only the main one)."""
+        with self._children_lock:
+            children = list(self._children)
+        for proc in children:
+            if proc.poll() is None:
+                _stop_child(proc)
 
     @classmethod
     def connect(cls, docker: str | None = None) -> "DockerEngine":
@@ -390,6 +402,8 @@ class DockerEngine:
             Path(iidfile).unlink(missing_ok=True)
             emit([Event(ERROR, text=f"cannot run {b.docker}: {exc.strerror or exc}")])
             raise BuildError(log) from None
+        with self._children_lock:
+            self._children.add(proc)
         try:
             for raw in proc.stdout:
                 if on_line:
@@ -403,6 +417,8 @@ class DockerEngine:
         finally:
             if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM, SIGHUP): stop the CLI, which cancels the build
                 _stop_child(proc)
+            with self._children_lock:
+                self._children.discard(proc)
             Path(iidfile).unlink(missing_ok=True)
         if code != 0 or not image_id:
             raise BuildError(log)

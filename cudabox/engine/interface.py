@@ -136,6 +136,7 @@ class Engine(Protocol):
     def save(self, ref: str, path: Path) -> None: ...  # an image archive (`docker save`) for other hosts
     def build(self, req: BuildRequest, on_event: Callable[[Event], None],
               on_line: Callable[[str], None] | None = None) -> str: ...
+    def cancel_builds(self) -> None: ...  # stop the builds running in other threads (on a signal)
 
     # disk (images ls / prune)
     def image_chains(self) -> dict[str, tuple[int, tuple[str, ...]]]: ...  # every image: id -> (size, layers)
