@@ -44,6 +44,11 @@ def raised() -> Interrupted | None:
     return _state["raised"]
 
 
+def reset() -> None:
+    """Forget an earlier interrupt (a caller that runs several commands in one process)."""
+    _state["raised"] = None
+
+
 def install() -> None:
     """Route SIGINT, SIGTERM and SIGHUP to `Interrupted` (main thread only; a no-op elsewhere)."""
     if threading.current_thread() is not threading.main_thread():

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .. import interrupt
 
-    interrupt.install()
+    interrupt.reset()  # the signal handlers are the entry point's (entry.py): a library caller keeps its own
     try:
         rc = app(args=args, prog_name="cudabox", standalone_mode=False)
         if rc == 130 and interrupt.raised():  # typer turned the interrupt into a silent Exit(130)
