@@ -99,7 +99,29 @@ def _children_gone(pid: int) -> None:
 
 
 def _containers(client, label: str) -> list:
-    return client.containers.list(all=True, filters={"label": label})
+    return client.containers.list(all=True, filters={"label": label}, sparse=True)  # no inspect: no race
+
+
+def _pause(client, cid: str) -> bool:
+    """Pause a container as soon as it runs (a created one can't be paused yet); False when it is gone."""
+    import docker
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            client.api.pause(cid)
+            return True
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError:
+            try:
+                status = client.api.inspect_container(cid)["State"].get("Status")
+            except docker.errors.NotFound:
+                return False
+            if status in ("exited", "dead", "removing"):
+                return False
+            time.sleep(0.01)  # created, not yet running
+    return False
 
 
 def _last_line(out: str) -> str:
@@ -157,14 +179,21 @@ def test_validate_interrupted_removes_its_container(built, docker_client, cli_en
 
     tag = project_tag(read_lock(directory), project_dir=directory)
     label = f"io.cudabox.smoke={tag}"
-    proc = _start(directory, cli_env, "validate", "--no-gpu")
-    deadline = time.monotonic() + 120
-    while not (running := _containers(docker_client, label)):  # the smoke test is running
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-2000:]
-        time.sleep(0.05)
+    for _ in range(5):  # the smoke test takes seconds; paused once seen, so the signal lands while it runs
+        proc = _start(directory, cli_env, "validate", "--no-gpu")
+        deadline = time.monotonic() + 120
+        while not (running := _containers(docker_client, label)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-2000:]
+            time.sleep(0.02)
+        if _pause(docker_client, running[0].id):
+            break
+        proc.communicate(timeout=120)  # it ended before we could hold it: again
+    else:
+        pytest.fail("the smoke-test container never stayed long enough to be paused")
     code, out = _finish(proc, sig)
     # it carried the job label meanwhile: what `cudabox ps` / `cudabox stop` list
-    assert running[0].labels.get("io.cudabox.run") == "1" and running[0].name.startswith("cudabox-oneshot-")
+    labels = running[0].attrs.get("Labels") or {}
+    assert labels.get("io.cudabox.run") == "1", labels
     assert code == 128 + sig, out[-3000:]
     assert f"`cudabox validate` interrupted ({sig.name})" in _last_line(out), out[-2000:]
     assert not _containers(docker_client, label)
@@ -235,8 +264,10 @@ def test_after_kill_9_the_next_ps_removes_the_ended_job(built, docker_client, cl
     directory, name = built
     proc = _start(directory, cli_env, "run", "--", "sh", "-c", "sleep 4")
     deadline = time.monotonic() + 300
-    while not (found := [c for c in _containers(docker_client, f"io.cudabox.project={name}")
-                         if c.labels.get("io.cudabox.run.client", "").endswith(f":{proc.pid}")]):
+    def mine(c) -> bool:
+        return (c.attrs.get("Labels") or {}).get("io.cudabox.run.client", "").endswith(f":{proc.pid}")
+
+    while not (found := [c for c in _containers(docker_client, f"io.cudabox.project={name}") if mine(c)]):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-2000:]
         time.sleep(0.1)
     proc.kill()
