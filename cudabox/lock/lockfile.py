@@ -113,6 +113,9 @@ def read_lock(directory: Path = Path(".")) -> Lock:
             from None
     if not isinstance(data, dict) or data.get("lockfile") != FORMAT:
         raise InputError(f"{shown}: not a {FORMAT} file; regenerate it with `cudabox lock`")
+    wrong = _wrong_shape(data)
+    if wrong:
+        raise InputError(f"{shown}: malformed lock ({wrong}); regenerate it with `cudabox lock`")
     try:
         lock = Lock(project=ProjectInputs.from_dict(data["project"]), stack=Stack.from_dict(data["stack"]),
                     inputs_hash=data["inputs_hash"], generated_by=data.get("generated_by", "?"),
@@ -125,6 +128,51 @@ def read_lock(directory: Path = Path(".")) -> Lock:
         raise InputError(f"{shown}: its content does not match its lock_hash (edited by hand?); "
                          "regenerate it with `cudabox lock`")
     return lock
+
+
+# What every later step assumes of a lock's values (a hand-edited lock with a valid lock_hash must be an
+# exit 2 here, not a crash in render or run): field -> type; (type, None) may be null; [type] a list of it.
+_TEXT, _OPT = str, (str, type(None))
+_SHAPE = {
+    "inputs_hash": _TEXT,
+    "project": {"name": _TEXT, "requirements": [_TEXT], "system_packages": [_TEXT], "env": {_TEXT: _TEXT},
+                "run": [_TEXT], "workdir": _TEXT, "index_url": _OPT, "extra_index_urls": [_TEXT]},
+    "stack": {"python": _TEXT, "python_install": _TEXT, "cuda": _TEXT, "cudnn": _OPT, "flavour": _TEXT,
+              "base_image": _TEXT, "os": _TEXT, "packages": {_TEXT: _TEXT}, "requirements": [_TEXT],
+              "index_urls": [_TEXT], "requirement": _TEXT, "min_driver": _OPT, "driver_mode": _TEXT,
+              "targets": [dict], "frameworks": [dict], "why": [_TEXT], "warnings": [_TEXT]},
+}
+
+
+def _wrong_shape(value, shape=_SHAPE, where: str = "") -> str | None:
+    """Where `value` departs from `shape` (missing optional keys are fine), or None."""
+    if isinstance(shape, dict) and len(shape) == 1 and next(iter(shape)) is str:  # {str: type}: a mapping
+        if not isinstance(value, dict):
+            return f"{where or 'value'}: expected a mapping"
+        item = next(iter(shape.values()))
+        for key, v in value.items():
+            if not isinstance(v, item):
+                return f"{where}.{key}: expected {getattr(item, '__name__', 'text')}"
+        return None
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where or 'the file'}: expected a mapping"
+        for key, sub in shape.items():
+            if key in value:
+                wrong = _wrong_shape(value[key], sub, f"{where}.{key}" if where else key)
+                if wrong:
+                    return wrong
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where}: expected a list"
+        for i, v in enumerate(value):
+            if not isinstance(v, shape[0]):
+                return f"{where}[{i}]: expected {getattr(shape[0], '__name__', 'text')}"
+        return None
+    if not isinstance(value, shape) or isinstance(value, bool) and shape is not bool:
+        return f"{where}: expected {getattr(shape, '__name__', 'text or null')}"
+    return None
 
 
 def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:
