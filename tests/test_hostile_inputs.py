@@ -43,7 +43,7 @@ REQ_LINES = [
     "numpy", "torch", "torch==2.7.*", "jax[cuda12]", "-r sub/r2.txt", "-r r.txt", "-r ../outside.txt",
     "-r /etc/passwd", "-r link-zero", "-r loop", "-r sub", "-r", "-c c.txt", "--constraint c.txt", "-e .",
     "--index-url https://user:hunter2@example.com/simple", "--extra-index-url https://x.org/s?token=s3cr3t-token",
-    "-i https://pypi.org/simple", "foo @ https://user:hunter2@example.com/foo.whl", "bar @@ hunter2", "# comment",
+    "-i https://pypi.org/simple", "foo @ https://user:hunter2@example.com/foo.whl", "bar @@ https://u:hunter2@x.org/y", "# comment",
     "numpy # trailing", "  ", "\x00", "é", "numpy; python_version < '3'", "numpy[", "===",
 ]
 req_files = st.lists(st.one_of(st.sampled_from(REQ_LINES), st.text(max_size=30)), max_size=6)
