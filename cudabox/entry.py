@@ -7,6 +7,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .interrupt import install, settled
+
+    install()  # first: a SIGTERM during the imports below exits 143 like one later, not by the signal
     args = sys.argv[1:] if argv is None else list(argv)
     if args == ["--version"]:
         from . import __version__
@@ -21,7 +24,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"cudabox: error: {exc.name or exc} is not installed: only `cudabox check` runs "
                          "without cudabox's dependencies (pip install cudabox)\n")
         return 2
-    return cli_main(args)
+    except KeyboardInterrupt as exc:  # a signal while starting up: nothing to clean yet
+        sys.stderr.write(f"cudabox: error: interrupted ({getattr(exc, 'name', 'SIGINT')}) while starting\n")
+        return getattr(exc, "exit_code", 130)
+    rc = cli_main(args)
+    settled()  # done: the exit code stands, whatever arrives from now on
+    return rc
 
 
 def plain_parser():

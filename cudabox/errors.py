@@ -6,6 +6,33 @@ request, 4 passed-without-gpu (validate), 5 environment problem (no engine...).
 
 from __future__ import annotations
 
+import re
+
+# Credentials in URLs: `scheme://user:pass@host` and `?token=...`-style query values. Error messages echo
+# what the user wrote; these parts never reach a terminal or a CI log.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]*@")
+_SECRET_QUERY = re.compile(r"(?i)([?&;][^=&#\s'\"]*(?:token|key|secret|pass|auth|sig|credential|session)"
+                           r"[^=&#\s'\"]*=)[^&#\s'\"]*")
+
+
+def redact(text: str) -> str:
+    """`text` with URL credentials replaced by `***` (user:password@ and token-like query values)."""
+    text = _USERINFO.sub(lambda m: m.group(1) + "***@", str(text))
+    return _SECRET_QUERY.sub(lambda m: m.group(1) + "***", text)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """What an error line may print: credentials redacted, control characters (a newline, an escape
+    sequence from a hostile file) shown escaped, so an error is always exactly one line."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], redact(text))
+
+
+def has_credentials(url: str) -> bool:
+    return redact(url) != url
+
 
 class CudaboxError(Exception):
     """Base class: `str(err)` is what the user sees; `exit_code` is the process exit code."""
@@ -13,9 +40,10 @@ class CudaboxError(Exception):
     exit_code = 1
 
     def __init__(self, message: str, *, hint: str | None = None):
+        message = redact(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = redact(hint) if hint else hint
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message} ({self.hint})"

@@ -7,6 +7,7 @@ atomic writes mean a crash or Ctrl-C never leaves a half-written file.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -92,24 +93,70 @@ def _loader():
     return loader
 
 
+# Every file a user hands cudabox (cudabox.yaml, cudabox.lock, requirements, inventories) is read through
+# read_input: bounded, regular files only, so `requirements_file: /dev/zero` is an error, not an OOM kill.
+MAX_INPUT_BYTES = 8 << 20
+
+
 def display_path(path: Path) -> str:
     """A path as the user should see it: relative to the cwd when inside it."""
     try:
         return str(Path(path).resolve().relative_to(Path.cwd()))
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
         return str(path)
+
+
+def read_input(path: Path, *, limit: int = MAX_INPUT_BYTES, shown: str | None = None) -> bytes:
+    """The bytes of a user's input file; `file: ...` InputErrors for a missing, odd, huge or unreadable one."""
+    shown = shown or display_path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise located(shown, None, "file not found") from None
+    except OSError as exc:
+        raise located(shown, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise located(shown, None, "is a directory; expected a file")
+        if not stat.S_ISREG(mode):
+            raise located(shown, None, "is not a regular file (a device, pipe or socket); expected a file")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise located(shown, None, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise located(shown, None, f"larger than {limit >> 20} MiB; not an input file cudabox reads")
+    return b"".join(chunks)
+
+
+def decode_input(data: bytes, shown: str) -> str:
+    """UTF-8 text, or an InputError naming the line of the first byte that isn't."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise located(shown, line, f"not valid UTF-8 (byte 0x{data[exc.start]:02x}); save the file as UTF-8") \
+            from None
+
+
+def read_input_text(path: Path, *, limit: int = MAX_INPUT_BYTES, shown: str | None = None) -> str:
+    shown = shown or display_path(path)
+    return decode_input(read_input(path, limit=limit, shown=shown), shown)
 
 
 def load_yaml(path: Path, text: str | None = None):
     """Parse a YAML file into Node/Seq; syntax errors become `file:line: ...` InputErrors."""
     path = Path(path)
     if text is None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise located(display_path(path), None, "file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise located(display_path(path), None, f"cannot read: {exc}") from None
+        text = read_input_text(path)
     import yaml
 
     try:
@@ -119,16 +166,25 @@ def load_yaml(path: Path, text: str | None = None):
         line = mark.line + 1 if mark else None
         problem = exc.problem or exc.context or "invalid YAML"
         raise located(display_path(path), line, f"invalid YAML: {problem}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML refuses (control characters)
+        line = text[:exc.position].count("\n") + 1 if isinstance(exc.position, int) else None
+        raise located(display_path(path), line, f"invalid YAML: {exc.reason} (character {exc.character!r})") \
+            from None
     except yaml.YAMLError as exc:
-        raise located(display_path(path), None, f"invalid YAML: {exc}") from None
+        raise located(display_path(path), None, f"invalid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise located(display_path(path), None, "invalid YAML: nested too deeply") from None
 
 
 def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
     """Write `data` to `path` via a temp file in the same directory and an atomic rename."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # a read-only project folder, a file where a folder should be: the user can fix it
+        raise located(display_path(path), None, f"cannot write: {exc.strerror or exc}") from None
     binary = isinstance(data, bytes)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as fh:
             fh.write(data)
@@ -141,9 +197,11 @@ def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None
         else:
             os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):  # disk full, cudabox.lock is a directory...
+            raise located(display_path(path), None, f"cannot write: {exc.strerror or exc}") from None
         raise

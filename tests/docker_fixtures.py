@@ -63,7 +63,7 @@ def docker_client():
         try:
             lock = read_lock(directory)
             if lock.project.name.startswith(TEST_PREFIX):
-                client.images.remove(project_tag(lock))
+                client.images.remove(project_tag(lock, project_dir=directory))
         except Exception:  # noqa: BLE001 - no lock, never built, still in use: leave it
             pass
 

@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cudabox"
 # The stages in pipeline order. A module may import its own stage and earlier ones only.
 # `base` is what every stage shares; `doors` are the ways out to the host's driver and the Docker engine.
 STAGES = [
-    ("base", ("cudabox", "cudabox.errors", "cudabox.files", "cudabox.paths", "cudabox.trust")),
+    ("base", ("cudabox", "cudabox.errors", "cudabox.files", "cudabox.paths", "cudabox.trust",
+              "cudabox.interrupt")),
     ("doors", ("cudabox.host", "cudabox.engine")),
     ("knowledge", ("cudabox.knowledge",)),  # matrix, model, refresh, PyPI client
     ("project", ("cudabox.project",)),  # init: cudabox.yaml, detection

@@ -295,14 +295,14 @@ python: "3.11"
 cuda: "12.8"
 flavour: runtime
 gpus: ["RTX 5090"]
-ca_cert: ../host-ca.pem
+ca_cert: host-ca.pem
 """, cli_env, files={".cudabox/matrices/images.yaml": f"""# {STANDIN_NOTE}.
 # Here nvidia/cuda:12.8.1-runtime-ubuntu24.04 is that stand-in (tests/test_build.py), built from Debian 12:
 # its python3 is Debian's 3.11, not Ubuntu 24.04's 3.12.
 os:
   - {{os: ubuntu24.04, python: "3.11", source: DEB-BOOKWORM-PY, note: "test stand-in built from debian:bookworm-slim"}}
-""", "main.py": "print('hello')\n"})
-    (root / "host-ca.pem").write_text(HOST_CA.read_text())  # ca_cert: in cudabox.yaml, relative to the project
+""", "main.py": "print('hello')\n",
+                       "host-ca.pem": HOST_CA.read_text()})  # ca_cert: in cudabox.yaml, inside the project
     lock = json.loads((project / "cudabox.lock").read_text())["stack"]
     tag = lock["base_image"]
     assert tag == "nvidia/cuda:12.8.1-runtime-ubuntu24.04" and lock["python_install"] == "os", lock

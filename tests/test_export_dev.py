@@ -43,7 +43,9 @@ def test_devcontainer_validates_and_opens_the_image_with_gpus_uid_caches(project
     assert _errors(DEVCONTAINER, doc) == []
     from cudabox.lock.lockfile import read_lock
 
-    assert doc["image"].startswith("cudabox/demo-proj:") and read_lock(project).hash.startswith(doc["image"][18:])
+    lock_part, folder_key = doc["image"][18:].split("-")  # cudabox/NAME:LOCKHASH-FOLDERKEY
+    assert doc["image"].startswith("cudabox/demo-proj:") and read_lock(project).hash.startswith(lock_part)
+    assert len(folder_key) == 8
     assert doc["workspaceFolder"] == "/workspace" and "target=/workspace" in doc["workspaceMount"]
     assert doc["hostRequirements"] == {"gpu": "optional"} and doc["updateRemoteUserUID"] is True
     assert {m["target"] for m in doc["mounts"]} == {"/cache/pip", "/cache/uv", "/cache/huggingface", "/cache/torch"}

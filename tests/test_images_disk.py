@@ -49,7 +49,7 @@ def setup(docker_client, tmp_path, monkeypatch):  # noqa: F811
 
     lock = read_lock(project)
     s1, s2 = _fake_hash("s1"), _fake_hash("s2")
-    tags = {"stack": f"cudabox/stack:{s1[:16]}", "project": project_tag(lock),
+    tags = {"stack": f"cudabox/stack:{s1[:16]}", "project": project_tag(lock, project_dir=project),
             "old": f"cudabox/{NAME}:{'0' * 16}", "orphan": f"cudabox/stack:{s2[:16]}",
             "foreign": f"{NAME}-foreign:latest", "nolabel": f"cudabox/{NAME}-nolabel:x"}
     ids = {}

@@ -81,7 +81,7 @@ def test_job_validates_against_the_kubernetes_schema(tmp_path):
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
-    assert re.fullmatch(r"cudabox/saxpy:[0-9a-f]{16}", container["image"])
+    assert re.fullmatch(r"cudabox/saxpy:[0-9a-f]{16}-[0-9a-f]{8}", container["image"])
     assert container["command"] == ["python", "saxpy.py", "--n", "1"]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -143,3 +144,35 @@ def test_overlay_error_names_overlay_file(tmp_path):
     (project / ".cudabox" / "matrices" / "drivers.yaml").write_text("branches:\n  - {branch: 999}\n")
     with pytest.raises(InputError, match=r"\.cudabox/matrices/drivers.yaml:2: .*missing required key 'cuda'"):
         loader.load(project)
+
+
+# --------------------------------------------------------------------------- the compiled matrix cache
+
+
+def test_compiled_matrix_is_cached_by_content_and_never_stale(tmp_path, monkeypatch):
+    from cudabox.paths import cache_dir
+
+    bundled = _copy_matrices(tmp_path)
+    first = loader.load(bundled=bundled)
+    compiled = list((cache_dir() / "matrix").glob("*.pickle"))
+    assert len(compiled) == 1
+    again = loader.load(bundled=bundled)  # served from the cache: the same facts
+    assert again.gpu("V100").cc == first.gpu("V100").cc and again is not first
+    # an edit with the same size and an old mtime is still seen: the key is the content
+    path = bundled / "gpus.yaml"
+    text, stat = path.read_text(), path.stat()
+    edited = text.replace("name: \"Tesla V100 PCIe 16 GB\"", "name: \"Tesla W100 PCIe 16 GB\"", 1)
+    assert edited != text and len(edited) == len(text)
+    path.write_text(edited)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert loader.load(bundled=bundled).find_gpu("Tesla W100 PCIe 16 GB") is not None
+    assert len(list((cache_dir() / "matrix").glob("*.pickle"))) == 2
+    # a broken compiled file is compiled again, not trusted
+    for pickled in (cache_dir() / "matrix").glob("*.pickle"):
+        pickled.write_bytes(b"not a pickle")
+    assert loader.load(bundled=bundled).find_gpu("Tesla W100 PCIe 16 GB") is not None
+    # errors are never cached
+    path.write_text(text.replace('cc: "7.0"', 'cc: "seven"', 1))
+    for _ in range(2):
+        with pytest.raises(InputError, match="gpus.yaml"):
+            loader.load(bundled=bundled)

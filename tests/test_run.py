@@ -153,7 +153,8 @@ def project(docker_client, cli_env, tmp_path_factory):  # noqa: F811
     directory = tmp_path_factory.mktemp("run") / "proj"
     directory.mkdir()
     (directory / "cudabox.yaml").write_text(f'name: {NAME}\npython: "3.11"\ncuda: "12.8"\n'
-                                            f"ca_cert: {HOST_CA}\n")
+                                            "ca_cert: host-ca.pem\n")  # inside the project
+    (directory / "host-ca.pem").write_text(HOST_CA.read_text())
     (directory / "hello.py").write_text("import sys\nprint('hello from the stack')\nsys.exit(7)\n")
     first = cudabox("run", "--", "python", "-c", "print('built')", cwd=directory, env=cli_env)
     assert first.returncode == 0, first.stderr[-3000:]

@@ -33,7 +33,8 @@ def project(docker_client, cli_env, tmp_path_factory, slurm_cluster):  # noqa: F
     directory = tmp_path_factory.mktemp("slurm") / "proj"
     directory.mkdir()
     (directory / "cudabox.yaml").write_text(f'name: {TEST_PREFIX}slurm\npython: "3.11"\ncuda: "12.8"\n'
-                                            f"ca_cert: {HOST_CA}\n")
+                                            "ca_cert: host-ca.pem\n")  # inside the project
+    (directory / "host-ca.pem").write_text(HOST_CA.read_text())
     (directory / "job.py").write_text("import os, sys\nprint('job', os.environ['SLURM_JOB_ID'], 'in', os.getcwd())\n"
                                       "sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)\n")
     run_cli("lock", cwd=directory, env=cli_env, check=0)

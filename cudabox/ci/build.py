@@ -106,8 +106,14 @@ def build_all(images: list[CatalogImage], root: Path, *, parallel: int = 1, ca_c
              + (f": {result.message}" if result.message and not result.ok else ""))
         return result
 
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
+    pool = ThreadPoolExecutor(max_workers=parallel)
+    try:
         return list(pool.map(one, images))
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP reach this thread only: stop the builders in the others
+        engine.cancel_builds()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # --------------------------------------------------------------------------- reports

@@ -43,20 +43,21 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # pragma: no cover - older typer depends on click itself
         from click import exceptions as click
 
+    from .. import interrupt
+
+    interrupt.reset()  # the signal handlers are the entry point's (entry.py): a library caller keeps its own
     try:
         rc = app(args=args, prog_name="cudabox", standalone_mode=False)
+        if rc == 130 and interrupt.raised():  # typer turned the interrupt into a silent Exit(130)
+            return _interrupted(interrupt.raised(), args)
         return rc if isinstance(rc, int) else 0  # typer.Exit(n) comes back as a return value here
     except typer.Exit as exc:
         return getattr(exc, "exit_code", 0)
-    except typer.Abort:
-        output.error("aborted")
-        return 130
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        return _interrupted(interrupt.find(exc), args)
     except click.NoArgsIsHelpError as exc:
         exc.show()
         return 0
-    except KeyboardInterrupt:
-        output.error("interrupted")
-        return 130
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx else "cudabox"
         output.error(f"{exc.format_message()} (see `{where} --help`)", where=where)
@@ -74,6 +75,25 @@ def main(argv: list[str] | None = None) -> int:
             raise
         output.error(f"internal error: {type(exc).__name__}: {exc} (set CUDABOX_DEBUG=1 for a traceback)")
         return 70
+
+
+# What an interrupted command leaves behind, said in its one line.
+_AFTER = {"build": "the builder was stopped, nothing was tagged, secret files removed",
+          "validate": "the smoke-test container was removed", "lock": "cudabox.lock was not changed",
+          "init": "no file was half-written", "run": "no job was left behind",
+          "ci": "builders stopped, nothing was tagged"}
+
+
+def _interrupted(exc, args: list[str]) -> int:
+    """One line saying what was interrupted; exit 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    from ..interrupt import Interrupted
+
+    command = next((a for a in args if not a.startswith("-")), "")
+    name = exc.name if isinstance(exc, Interrupted) else "Ctrl-C" if exc is not None else "aborted"
+    after = _AFTER.get(command)
+    output.error(f"`cudabox {command}` interrupted ({name})" + (f"; {after}" if after else "")
+                 if command else f"interrupted ({name})")
+    return exc.exit_code if isinstance(exc, Interrupted) else 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,7 +84,7 @@ def validate(
         from ..image.build import project_tag
         from ..lock.lockfile import read_lock
 
-        image = project_tag(read_lock(project))
+        image = project_tag(read_lock(project), project_dir=project)
     report = validate_image(image, targets=tuple(target or ()), gpu=not no_gpu)
     if json:
         output.emit_json(dict(report.to_dict(), path=report.path))

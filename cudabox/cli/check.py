@@ -94,7 +94,7 @@ def export_k8s_check(
     from ..lock.lockfile import read_lock
 
     lock = read_lock(project)
-    ref = image or project_tag(lock)
+    ref = image or project_tag(lock, project_dir=project)
     if registry and not image:
         ref = f"{registry.rstrip('/')}/{ref}"
     manifest = k8s_check_job(load(project), lock, image=ref, nodes=nodes, gpus=gpus, level=parse_level(level),

@@ -16,7 +16,7 @@ from .options import PROJECT
 CHECK = typer.Option(False, "--check", help="Write nothing; exit 1 when the file differs from what would be "
                                             "written (stale after `cudabox lock`).")
 IMAGE = typer.Option(None, "--image", metavar="REF", help="Use this image instead of the project's "
-                                                          "(cudabox/NAME:LOCKHASH).")
+                                                          "(cudabox/NAME:LOCKHASH-FOLDERKEY).")
 
 
 def _image(project: Path, image: str | None):
@@ -24,7 +24,7 @@ def _image(project: Path, image: str | None):
     from ..lock.lockfile import read_lock
 
     lock = read_lock(project)
-    return lock, image or project_tag(lock)
+    return lock, image or project_tag(lock, project_dir=project)
 
 
 def _write(path: Path, text: str, check: bool, what: str) -> None:

@@ -36,6 +36,9 @@ def emit_json(obj) -> None:
 
 
 def error(message: str, *, where: str = "cudabox") -> None:
+    from ..errors import one_line
+
+    message = one_line(message)
     if _state["json"]:
         emit_json({"error": message})
         return
@@ -44,14 +47,17 @@ def error(message: str, *, where: str = "cudabox") -> None:
 
 def report_error(exc) -> None:
     """Print a CudaboxError: one line, plus the reasons of an Unsatisfiable request."""
+    from ..errors import one_line
+
     reasons = getattr(exc, "reasons", None)
+    reasons = None if reasons is None else [one_line(r) for r in reasons]
     if _state["json"]:
-        obj = {"error": str(exc), "exit_code": exc.exit_code}
+        obj = {"error": one_line(str(exc)), "exit_code": exc.exit_code}
         if reasons is not None:
             obj["reasons"] = reasons
         emit_json(obj)
         return
-    sys.stderr.write(f"cudabox: error: {exc}\n")
+    sys.stderr.write(f"cudabox: error: {one_line(str(exc))}\n")
     wrap = exc.exit_code == 3  # an unsatisfiable request's reasons are prose: wrap them (rule 9); log lines are not
     for reason in reasons or ():
         sys.stderr.write(wrapped(reason) if wrap else f"  - {reason}\n")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from .interface import (
     STDERR,
     STDOUT,
+    JOB_LABEL,
     BuildError,
     BuildRequest,
     Container,
@@ -24,7 +25,7 @@ from .interface import (
     RunResult,
 )
 
-__all__ = ["STDERR", "STDOUT", "BuildError", "BuildRequest", "Container", "ContainerSpec", "Engine", "EngineError",
+__all__ = ["STDERR", "STDOUT", "JOB_LABEL", "BuildError", "BuildRequest", "Container", "ContainerSpec", "Engine", "EngineError",
            "GpuAccess", "NoSuchContainer", "RunResult", "connect", "context_files"]
 
 

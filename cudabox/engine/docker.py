@@ -24,6 +24,7 @@ from .buildlog import ERROR, BuildLog, Event, PlainParser, StreamParser
 from .interface import (
     STDERR,
     STDOUT,
+    JOB_LABEL,
     BuildError,
     BuildRequest,
     Container,
@@ -34,6 +35,7 @@ from .interface import (
     RunResult,
 )
 
+CONNECT_TIMEOUT_ENV = "CUDABOX_CONNECT_TIMEOUT"  # seconds the engine has to answer the first call (ping)
 DOCKER_ENV = "CUDABOX_DOCKER"  # the docker CLI to use (a path or a name on PATH)
 BUILDER_ENV = "CUDABOX_BUILDER"  # force a builder: buildx | buildkit | legacy
 BUILDX, BUILDKIT, LEGACY = "buildx", "buildkit", "legacy"
@@ -128,9 +130,38 @@ def choose_builder(docker: str | None = None, *, env=None, probe=probe_cli, cand
                                  "through the Docker API (no cache mounts, no build secrets)")
 
 
-def _unreachable(exc) -> EnvironmentProblem:
+def _stop_child(proc: subprocess.Popen) -> None:
+    """Stop a builder child the way Ctrl-C would (the docker CLI cancels its build on SIGINT), then harder;
+    bounded, and itself not cut short by a second signal (the child must not outlive cudabox)."""
+    import signal
+
+    for how, wait in ((lambda: proc.send_signal(signal.SIGINT), 15), (proc.terminate, 10), (proc.kill, 10)):
+        try:
+            how()
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except KeyboardInterrupt:  # another signal while waiting: go on stopping it, harder
+            continue
+        except OSError:
+            return
+
+
+def _seconds(env: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(env) or default)
+    except ValueError:
+        raise InputError(f"{env}={os.environ[env]!r}: expected a number of seconds") from None
+    return value if value > 0 else default
+
+
+def _unreachable(exc, timeout: float | None = None) -> EnvironmentProblem:
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     text = str(exc)
+    if timeout is not None and re.search(r"(?i)timed? ?out", f"{type(exc).__name__} {text}"):
+        return EnvironmentProblem(f"the Docker engine at {where} accepts connections but did not answer within "
+                                  f"{timeout:g}s", hint=f"restart it, or allow more time with {CONNECT_TIMEOUT_ENV}")
     if "Permission denied" in text or "PermissionError" in text:
         return EnvironmentProblem(f"no permission to use the Docker engine at {where}",
                                   hint="add your user to the `docker` group (then log in again), or use sudo")
@@ -195,19 +226,35 @@ class DockerEngine:
     """A connected Docker engine plus the builder to use with it."""
 
     def __init__(self, client, docker: str | None = None):
+        import threading
+
         self.client = client
         self._docker = docker
         self._builder: Builder | None = None
+        self._children: set = set()  # running builder CLIs (builds in worker threads: ci build)
+        self._children_lock = threading.Lock()
+
+    def cancel_builds(self) -> None:
+        """Stop every build this engine object runs, from any thread (a signal reaches only the main one)."""
+        with self._children_lock:
+            children = list(self._children)
+        for proc in children:
+            if proc.poll() is None:
+                _stop_child(proc)
 
     @classmethod
     def connect(cls, docker: str | None = None) -> "DockerEngine":
         import docker as sdk
 
+        # The first exchange (version negotiation, ping) gets a short timeout: an engine that accepts
+        # connections and never answers is "no engine" in seconds. Later calls (builds, waits) get the long one.
+        connect_timeout = _seconds(CONNECT_TIMEOUT_ENV, 10)
         try:
-            client = sdk.from_env(timeout=int(os.environ.get("CUDABOX_DOCKER_TIMEOUT", "600")))
+            client = sdk.from_env(timeout=connect_timeout)
             client.ping()
         except Exception as exc:  # noqa: BLE001 - DockerException, requests' errors, OSError: all mean "no engine"
-            raise _unreachable(exc) from None
+            raise _unreachable(exc, connect_timeout) from None
+        client.api.timeout = _seconds("CUDABOX_DOCKER_TIMEOUT", 600)
         return cls(client, docker)
 
     @property
@@ -355,6 +402,8 @@ class DockerEngine:
             Path(iidfile).unlink(missing_ok=True)
             emit([Event(ERROR, text=f"cannot run {b.docker}: {exc.strerror or exc}")])
             raise BuildError(log) from None
+        with self._children_lock:
+            self._children.add(proc)
         try:
             for raw in proc.stdout:
                 if on_line:
@@ -366,9 +415,10 @@ class DockerEngine:
             except OSError:
                 image_id = parser.image_id
         finally:
-            if proc.poll() is None:  # interrupted: stop the CLI, which cancels the build
-                proc.terminate()
-                proc.wait(timeout=30)
+            if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM, SIGHUP): stop the CLI, which cancels the build
+                _stop_child(proc)
+            with self._children_lock:
+                self._children.discard(proc)
             Path(iidfile).unlink(missing_ok=True)
         if code != 0 or not image_id:
             raise BuildError(log)
@@ -424,17 +474,25 @@ class DockerEngine:
                                       "GPU checks")
 
     def run(self, image: str, command: list[str], *, gpus: GpuAccess | None = None, timeout: float = 900,
-            environment: dict | None = None) -> RunResult:
+            environment: dict | None = None, labels: dict | None = None) -> RunResult:
         """Run a command to completion and return its exit code and output. The container is created,
-        started and always removed here (the SDK's remove=True leaves a Created container when start fails)."""
+        started and always removed here (the SDK's remove=True leaves a Created container when start fails),
+        also when a signal interrupts any step: it has a name of ours from the start, so even a create that
+        was cut short is found and removed. It carries JOB_LABEL, so `cudabox ps`/`stop` see it meanwhile."""
+        import secrets as random
+
         import docker as sdk
 
         kwargs = {"device_requests": device_requests(("all",), gpus)} if gpus and gpus.available else {}
+        name = f"cudabox-oneshot-{random.token_hex(6)}"
+        container = None
         try:
-            container = self.client.containers.create(image, command, detach=True, environment=environment, **kwargs)
-        except sdk.errors.APIError as exc:
-            raise _engine_error(exc) from None
-        try:
+            try:
+                container = self.client.containers.create(image, command, detach=True, environment=environment,
+                                                          name=name, labels={JOB_LABEL: "1", **(labels or {})},
+                                                          **kwargs)
+            except sdk.errors.APIError as exc:
+                raise _engine_error(exc) from None
             try:
                 container.start()
             except sdk.errors.APIError as exc:
@@ -448,7 +506,9 @@ class DockerEngine:
             return RunResult(int(status.get("StatusCode", 1)), out, err)
         finally:
             try:
-                container.remove(force=True)
+                self.client.api.remove_container(container.id if container else name, force=True)
+            except sdk.errors.NotFound:
+                pass
             except sdk.errors.APIError:
                 pass
 

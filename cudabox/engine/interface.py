@@ -21,6 +21,7 @@ from typing import Callable, Iterator, Protocol
 from .buildlog import BuildLog, Event
 
 STDOUT, STDERR = 1, 2  # stream ids of Attachment.frames() and Engine.logs()
+JOB_LABEL = "io.cudabox.run"  # every container cudabox starts carries it: `cudabox ps`/`stop` filter on it
 
 
 @dataclass
@@ -135,6 +136,7 @@ class Engine(Protocol):
     def save(self, ref: str, path: Path) -> None: ...  # an image archive (`docker save`) for other hosts
     def build(self, req: BuildRequest, on_event: Callable[[Event], None],
               on_line: Callable[[str], None] | None = None) -> str: ...
+    def cancel_builds(self) -> None: ...  # stop the builds running in other threads (on a signal)
 
     # disk (images ls / prune)
     def image_chains(self) -> dict[str, tuple[int, tuple[str, ...]]]: ...  # every image: id -> (size, layers)
@@ -143,7 +145,7 @@ class Engine(Protocol):
 
     # one-shot commands (validate)
     def run(self, image: str, command: list[str], *, gpus: GpuAccess | None = None, timeout: float = 900,
-            environment: dict | None = None) -> RunResult: ...
+            environment: dict | None = None, labels: dict | None = None) -> RunResult: ...
 
     # containers (run, ps, logs, stop, exec)
     def create(self, spec: ContainerSpec, gpus: GpuAccess | None = None) -> str: ...

@@ -31,6 +31,7 @@ from ..resolve.stack import Stack
 from ..trust import CA_ENV, ca_bundle
 
 STACK_REPO = "cudabox/stack"
+SECRETS_PREFIX = "cudabox-secrets-"  # + pid: the private temp folder of a build's secret files
 TAG_LEN = 16  # hex digits of a hash in a tag
 SUPPORT_DIR = ".cudabox/build"  # in the build context: smoke.py, expect.json, requirements.txt, Dockerfiles
 DOCKERFILE = f"{SUPPORT_DIR}/Dockerfile"  # every stage, standalone (what `cudabox dockerfile` prints)
@@ -80,8 +81,15 @@ def stack_tag(stack: Stack, suffix: str = "") -> str:
     return f"{STACK_REPO}:{stack.hash[:TAG_LEN]}{suffix}"
 
 
-def project_tag(lock: Lock, suffix: str = "") -> str:
-    return f"cudabox/{repo_name(lock.project.name)}:{lock.hash[:TAG_LEN]}{suffix}"
+def folder_key(project_dir) -> str:
+    """8 hex digits naming the project's folder: two checkouts with the same `name:` (or two folders that
+    both fall back to the default name) never share a tag, so neither overwrites nor runs the other's code."""
+    return hashlib.sha256(os.fsencode(str(Path(project_dir).resolve()))).hexdigest()[:8]
+
+
+def project_tag(lock: Lock, suffix: str = "", *, project_dir) -> str:
+    """`cudabox/<name>:<lock hash>-<folder key>`: content-addressed, and per project folder."""
+    return f"cudabox/{repo_name(lock.project.name)}:{lock.hash[:TAG_LEN]}-{folder_key(project_dir)}{suffix}"
 
 
 # --------------------------------------------------------------------------- public entry points
@@ -117,7 +125,7 @@ def ensure_image(project_dir=".", *, lock: Lock | None = None, plain: bool = Fal
         # full Dockerfile: its stack stage then comes from that builder's cache
         dockerfile = PROJECT_DOCKERFILE if engine.builder.local_images else DOCKERFILE
         ignore = ignores[dockerfile]
-        tag = project_tag(lock, suffix)
+        tag = project_tag(lock, suffix, project_dir=project_dir)
         fingerprint = context_fingerprint(project_dir, ignore, dockerfile, s_id,
                                           (project_dir / dockerfile).read_text())
         existing = engine.image(tag)
@@ -354,6 +362,24 @@ def resolve_ca_cert(project_dir: Path | None, flag=None) -> tuple[Path, str] | N
     return ca_bundle(None, project_dir=project_dir, spec_value=spec.ca_cert, spec_where=f"{spec.source_file}: ca_cert")
 
 
+def _sweep_secret_dirs() -> None:
+    """Remove the secret folders of cudabox processes that died without cleaning up (kill -9): a signal
+    cleans its own (the `with` below), and the next build cleans what a SIGKILL left."""
+    import shutil
+
+    for entry in Path(tempfile.gettempdir()).glob(f"{SECRETS_PREFIX}*-*"):
+        pid = entry.name[len(SECRETS_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or int(pid) == os.getpid() or entry.is_symlink() or \
+                    entry.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            pass
+
+
 @contextlib.contextmanager
 def _secrets(engine, lock: Lock | None, ca: tuple[Path, str] | None):
     """The build secrets (id -> file): the CA bundle, and the index URLs (cudabox.yaml's, or
@@ -368,7 +394,8 @@ def _secrets(engine, lock: Lock | None, ca: tuple[Path, str] | None):
             f"{' and '.join(wanted)} {'needs' if len(wanted) == 1 else 'need'} BuildKit build secrets, and there is "
             f"no BuildKit here ({engine.builder.why})",
             hint="install the docker buildx plugin, or point --docker / CUDABOX_DOCKER at a docker CLI with BuildKit")
-    with tempfile.TemporaryDirectory(prefix="cudabox-secrets-") as tmp:
+    _sweep_secret_dirs()
+    with tempfile.TemporaryDirectory(prefix=f"{SECRETS_PREFIX}{os.getpid()}-") as tmp:
         secrets = {"ca_cert": str(ca[0])} if ca else {}
         for ident, value in values.items():
             if value:

@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 from .. import paths
 from ..errors import InputError
 from ..lock.lockfile import Lock
-from ..project.spec import APT_PACKAGE, CONTAINER_PATH, ENV_NAME, NAME, URL, needs_git, parse_requirement
+from ..project.spec import (APT_PACKAGE, CONTAINER_PATH, ENV_NAME, NAME, RESERVED_ENV, URL, needs_git,
+                            parse_requirement, reserved_dir)
 from ..resolve.stack import Stack
 from ..knowledge.values import IMAGE_FLAVOURS
 
@@ -36,9 +37,6 @@ _IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9._-]+)?(@sha256:[0-9a-f]
 _PYTHON = re.compile(r"^3\.\d{1,2}$")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]*$")  # versions, variants, names in comments/labels
 _CONTEXT_PATH = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._/-]*$")  # relative; ".." segments refused separately
-# cudabox owns these: a project value would break the venv or defeat the driver check
-_RESERVED_ENV = ("PATH", "VIRTUAL_ENV", "NVIDIA_REQUIRE_CUDA")
-_RESERVED_DIRS = ("/opt/venv", OPT, "/usr", "/etc", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev")
 
 
 @dataclass(frozen=True)
@@ -180,12 +178,11 @@ def _project_values(lock: Lock, stack: Stack, stack_labels: dict, runtime_base: 
     env = []
     for key, value in p.env:
         _match(ENV_NAME, key, "env name")
-        if key in _RESERVED_ENV:
+        if key in RESERVED_ENV:
             raise InputError(f"env: {key} is set by cudabox (it carries the stack); choose another name")
         env.append((key, _text(value, f"env {key}")))
     workdir = _match(CONTAINER_PATH, p.workdir, "workdir")
-    if ".." in workdir.split("/") or workdir.rstrip("/") == "" or \
-            any(workdir == d or workdir.startswith(d + "/") for d in _RESERVED_DIRS):
+    if ".." in workdir.split("/") or reserved_dir(workdir):
         raise InputError(f"workdir {workdir!r}: choose a directory of its own (e.g. /workspace)")
     for i, cmd in enumerate(p.run, 1):
         if not isinstance(cmd, str) or "\x00" in cmd:
@@ -211,7 +208,7 @@ def _check_options(opts: RenderOptions) -> RenderOptions:
     if opts.installer not in INSTALLERS:
         raise InputError(f"installer {opts.installer!r}: expected one of {', '.join(INSTALLERS)}")
     for what, value in (("support_dir", opts.support_dir), ("expect_path", opts.expect_path)):
-        if value is not None and (not _CONTEXT_PATH.match(value) or ".." in value.split("/")):
+        if value is not None and (not _CONTEXT_PATH.fullmatch(value) or ".." in value.split("/")):
             raise InputError(f"{what} {value!r}: expected a plain path inside the build context")
     if not isinstance(opts.uid, int) or not 0 < opts.uid < 65534:
         raise InputError(f"uid {opts.uid!r}: expected a non-root uid")
@@ -232,7 +229,7 @@ def _text(value, what: str) -> str:
 
 
 def _match(pattern: re.Pattern, value, what: str) -> str:
-    if not isinstance(value, str) or not pattern.match(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         raise InputError(f"{what}: {value!r} is not allowed here")
     return value
 

@@ -133,7 +133,7 @@ def _run_smoke(engine, image, targets, access, timeout):
     if not access.available:
         command.append("--no-gpu")
     try:
-        res = engine.run(image, command, gpus=access, timeout=timeout)
+        res = engine.run(image, command, gpus=access, timeout=timeout, labels={"io.cudabox.smoke": image})
     except EngineError as exc:
         text = exc.explanation
         if access.available and any(s in text for s in _GPU_REFUSED):

@@ -57,7 +57,7 @@ def k8s_manifest(project: Path, command: list[str], *, gpus: int, name=None, nam
     from .k8s import job
 
     lock = lock or read_lock(project)
-    ref = image or project_tag(lock)
+    ref = image or project_tag(lock, project_dir=project)
     if registry and not image:
         ref = f"{registry.rstrip('/')}/{ref}"
     return job(load(project), lock, image=ref, command=command, name=name, gpus=gpus, namespace=namespace,

@@ -118,7 +118,7 @@ def _project(checks: list[Check], project: Path, host, eng) -> None:
     if eng is not None:
         from ..image.build import project_tag
 
-        tag = project_tag(lock)
+        tag = project_tag(lock, project_dir=project)
         if eng.image(tag):
             checks.append(Check("image", OK, f"{tag} is built"))
         else:

@@ -71,10 +71,10 @@ def submit(manifest: dict, *, namespace: str | None = None, kubeconfig: str | No
         if pod is not None:
             _stream_log(core, ns, pod, out)
         return _outcome(batch, core, ns, name, err, poll)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         batch.delete_namespaced_job(name, ns, propagation_policy="Background")
         err.write(f"\ncudabox: interrupted: deleted Job {ns}/{name}\n")
-        return 130
+        return getattr(exc, "exit_code", 130)  # 143 for SIGTERM, 129 for SIGHUP (cudabox.interrupt)
     except ApiException as exc:
         raise EnvironmentProblem(f"Job {ns}/{name}: the API server answered {exc.status} {exc.reason} while "
                                  "following it", hint=f"kubectl describe job -n {ns} {name}") from None

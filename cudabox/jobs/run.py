@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import EnvironmentProblem, InputError
 from ..engine import ContainerSpec
-from .run_io import LABEL
+from .run_io import CLIENT_LABEL, LABEL, client_id
 
 HOME = "/home/cudabox"  # a tmpfs owned by the job's user
 # Host variables a job sees without -e: GPU selection, tokens, proxies, NCCL/threads tuning.
@@ -104,7 +104,7 @@ def image_for(engine, project: Path, lock) -> dict:
     `cudabox build`'s and `cudabox validate`'s job: a job should start as soon as its image exists."""
     from ..image.build import ensure_image, project_tag
 
-    tag = project_tag(lock)
+    tag = project_tag(lock, project_dir=project)
     found = engine.image(tag)
     if found:
         return found
@@ -285,6 +285,8 @@ def container_spec(opts: RunOptions, lock, image: dict, gpus: str = "none") -> C
     _, bindings = parse_ports(opts.ports)
     labels = {LABEL: "1", "io.cudabox.project": lock.project.name, "io.cudabox.lock.hash": lock.hash,
               "io.cudabox.project.dir": str(opts.project.resolve()), **opts.labels}
+    if not opts.detach and not opts.keep:  # removed by this process when it ends; by the next run/ps if killed
+        labels[CLIENT_LABEL] = client_id()
     return ContainerSpec(
         image=image["Id"], command=opts.command or None, user=f"{uid}:{gid}", env=env, workdir=workdir,
         labels=labels, name=opts.name, tty=bool(tty), stdin=bool(opts.interactive or tty), binds=binds,
@@ -370,6 +372,7 @@ def run(opts: RunOptions) -> int:
 
     remember_project(opts.project)
     mark_run(image["Id"])  # `cudabox images ls` shows it; `images prune --unused-days` reads it
+    run_io.reap(eng)
     refused = set(_refused_limits().get("names", []))
     while True:
         spec.ulimits = tuple(u for u in spec.ulimits if u[0] not in refused)

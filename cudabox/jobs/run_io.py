@@ -15,11 +15,44 @@ import signal
 import sys
 import threading
 
-from ..engine import STDERR, Container, ContainerSpec, EngineError
+from ..engine import JOB_LABEL, STDERR, Container, ContainerSpec, EngineError
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-LABEL = "io.cudabox.run"  # every container cudabox run starts carries it (cudabox ps filters on it)
+LABEL = JOB_LABEL  # every container cudabox run starts carries it (cudabox ps filters on it)
+CLIENT_LABEL = "io.cudabox.run.client"  # host:pid of the `cudabox run` that removes the container when it ends
+
+
+def client_id(pid: int | None = None) -> str:
+    import socket
+
+    return f"{socket.gethostname()}:{pid or os.getpid()}"
+
+
+def reap(engine) -> int:
+    """Remove ended foreground jobs whose `cudabox run` on this host is gone (kill -9 skipped its cleanup).
+    Detached and --keep jobs carry no client label: they stay until `cudabox stop` / `docker rm`."""
+    import socket
+
+    host, removed = socket.gethostname(), 0
+    for c in engine.containers(LABEL, all_=True):
+        client = c.labels.get(CLIENT_LABEL, "")
+        owner, _, pid = client.rpartition(":")
+        if c.running or owner != host or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its cudabox still runs: it removes the container itself
+        except ProcessLookupError:
+            pass
+        except OSError:  # another user's process: alive
+            continue
+        try:
+            engine.remove(c.id)
+            removed += 1
+        except EngineError:
+            pass
+    return removed
 
 
 class SignalGuard:
@@ -29,6 +62,7 @@ class SignalGuard:
         self.received = 0
         self.count = 0
         self.target = None  # callable(signum, count), set once the container exists
+        self.committed = False  # a detached job was started and kept: from then on signals change nothing
         self._old = {}
 
     def __enter__(self):
@@ -39,7 +73,7 @@ class SignalGuard:
 
     def __exit__(self, *exc):
         for sig, old in self._old.items():
-            signal.signal(sig, old)
+            signal.signal(sig, signal.SIG_IGN if self.committed else old)
         return False
 
     def _handle(self, signum, frame):
@@ -172,10 +206,12 @@ def run_container(engine, spec: ContainerSpec, gpus, *, detach: bool, keep: bool
         kept = False
         try:
             if guard.received:
-                return 128 + guard.received
-            if detach:
+                return _not_started(guard.received)
+            if detach:  # atomic for signals: a job that runs and exit 0, or no job and 128 + the signal
                 start()
-                kept = True
+                if guard.received:  # arrived while it started: take it back
+                    return _not_started(guard.received)
+                kept = guard.committed = True  # the job runs: exit 0 whatever arrives from now on
                 print(engine.inspect(cid).name)
                 return 0
             kept = keep
@@ -183,6 +219,12 @@ def run_container(engine, spec: ContainerSpec, gpus, *, detach: bool, keep: bool
         finally:
             if not kept:
                 engine.remove(cid)
+
+
+def _not_started(signum: int) -> int:
+    sys.stderr.write(f"cudabox: error: `cudabox run` interrupted ({signal.Signals(signum).name}) before the job "
+                     "started; no job was left behind\n")
+    return 128 + signum
 
 
 # --------------------------------------------------------------------------- detached jobs
@@ -198,6 +240,7 @@ def find_job(engine, name: str) -> Container:
 
 
 def jobs(engine, *, all_: bool = False) -> list[dict]:
+    reap(engine)
     return [{"name": c.name, "project": c.labels.get("io.cudabox.project"), "status": c.status, "state": c.state,
              "command": c.command, "image": c.image, "id": c.id[:12], "created": c.created}
             for c in engine.containers(LABEL, all_=all_)]

@@ -58,16 +58,17 @@ def follow(job_id: str, output: Path, *, out=None, err=None, poll: float = 0.5, 
                                          "is off; its output is in " + str(output))
             if deadline is not None and time.monotonic() > deadline:
                 err.write(f"cudabox: Slurm job {job_id} still {state} after scancel; leaving it\n")
-                return 130
+                return cancelled
             time.sleep(poll)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             if cancelled:  # a second Ctrl-C: stop waiting
-                return 130
+                return cancelled
             cancel(job_id)
             err.write(f"\ncudabox: interrupted: cancelled Slurm job {job_id} (scancel)\n")
-            cancelled, deadline = True, time.monotonic() + cancel_wait
+            # the exit code to give: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP (cudabox.interrupt)
+            cancelled, deadline = getattr(exc, "exit_code", 130), time.monotonic() + cancel_wait
     if cancelled:
-        return 130
+        return cancelled
     status = info.exit_status
     if info.state != "COMPLETED":
         node = info.fields.get("NodeList") or "?"
@@ -175,11 +176,11 @@ def slurm_job(lock, project: Path, command: list[str], opts: SlurmOptions, *, im
                     archive=archive, env=tuple(env), sbatch_args=tuple(opts.sbatch_args)).validate()
 
 
-def image_ref(lock, opts: SlurmOptions) -> str:
+def image_ref(lock, opts: SlurmOptions, project: Path) -> str:
     """The image the nodes run: --image, else the project's tag (registry-qualified for --transport registry)."""
     from ..image.build import project_tag
 
-    image = opts.image or project_tag(lock)
+    image = opts.image or project_tag(lock, project_dir=project)
     prefix = (opts.registry or "").rstrip("/")
     if opts.transport == "registry" and prefix and not image.startswith(prefix + "/"):
         image = f"{prefix}/{image}"
@@ -197,9 +198,9 @@ def export(project: Path, command: list[str], opts: SlurmOptions) -> str:
         if not opts.shared_dir or not os.path.isabs(opts.shared_dir):
             raise InputError("--transport shared needs --shared-dir DIR: an absolute path every node mounts")
         pyxis = opts.runtime == "pyxis"
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", image_ref(lock, opts))
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", image_ref(lock, opts, project))
         archive = str(Path(opts.shared_dir) / (name + (".sqsh" if pyxis else ".tar")))
-    job = slurm_job(lock, project, command, opts, image=image_ref(lock, opts), archive=archive)
+    job = slurm_job(lock, project, command, opts, image=image_ref(lock, opts, project), archive=archive)
     return script(job, has_pyxis=opts.runtime == "auto" and has_pyxis())
 
 
@@ -215,7 +216,7 @@ def run(project: Path, command: list[str], opts: SlurmOptions, *, detach: bool =
     if opts.image or (opts.transport == "registry" and not opts.push):
         from ..image.build import project_tag
 
-        local = opts.image or project_tag(lock)  # used as it is: already where the nodes find it
+        local = opts.image or project_tag(lock, project_dir=project)  # used as it is: already where the nodes find it
     else:
         from ..image.build import ensure_image
 

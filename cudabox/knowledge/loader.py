@@ -403,8 +403,10 @@ def _neg(version: str):
 
 
 def load(project_dir: Path | None = None, *, bundled: Path | None = None) -> Matrix:
-    """Load and type-check the whole matrix (bundled data + overlays)."""
-    return from_documents(load_documents(project_dir, bundled))
+    """Load and type-check the whole matrix (bundled data + overlays), through the compiled cache."""
+    from . import compiled
+
+    return compiled.cached(project_dir, bundled, lambda: from_documents(load_documents(project_dir, bundled)))
 
 
 def load_frameworks(project_dir: Path | None = None, *, bundled: Path | None = None) -> Frameworks:

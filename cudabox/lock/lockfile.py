@@ -9,12 +9,13 @@ no longer matches, the lock is stale.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
 from ..errors import CheckFailed, InputError
-from ..files import display_path, write_atomic
+from ..files import display_path, read_input_text, write_atomic
 from ..project.spec import ProjectSpec, load_spec
 from ..resolve.stack import Stack, digest
 
@@ -100,25 +101,78 @@ def write_lock(lock: Lock, directory: Path) -> Path:
 def read_lock(directory: Path = Path(".")) -> Lock:
     path = Path(directory) / LOCK_FILE
     shown = display_path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         raise InputError(f"{shown}: not found; run `cudabox lock` (or `cudabox init`) first")
+    text = read_input_text(path, shown=shown)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{shown}: nested too deeply; regenerate it with `cudabox lock`") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{shown}:{exc.lineno}: not valid JSON ({exc.msg}); regenerate it with `cudabox lock`") \
             from None
     if not isinstance(data, dict) or data.get("lockfile") != FORMAT:
         raise InputError(f"{shown}: not a {FORMAT} file; regenerate it with `cudabox lock`")
+    wrong = _wrong_shape(data)
+    if wrong:
+        raise InputError(f"{shown}: malformed lock ({wrong}); regenerate it with `cudabox lock`")
     try:
         lock = Lock(project=ProjectInputs.from_dict(data["project"]), stack=Stack.from_dict(data["stack"]),
                     inputs_hash=data["inputs_hash"], generated_by=data.get("generated_by", "?"),
                     inputs=tuple((data.get("inputs") or {}).items()))
-    except (KeyError, TypeError) as exc:
-        raise InputError(f"{shown}: malformed lock ({exc}); regenerate it with `cudabox lock`") from None
-    if data.get("lock_hash") != lock.hash:
+        lock_hash = lock.hash
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{shown}: malformed lock ({type(exc).__name__}: {exc}); "
+                         "regenerate it with `cudabox lock`") from None
+    if data.get("lock_hash") != lock_hash:
         raise InputError(f"{shown}: its content does not match its lock_hash (edited by hand?); "
                          "regenerate it with `cudabox lock`")
     return lock
+
+
+# What every later step assumes of a lock's values (a hand-edited lock with a valid lock_hash must be an
+# exit 2 here, not a crash in render or run): field -> type; (type, None) may be null; [type] a list of it.
+_TEXT, _OPT = str, (str, type(None))
+_SHAPE = {
+    "inputs_hash": _TEXT,
+    "project": {"name": _TEXT, "requirements": [_TEXT], "system_packages": [_TEXT], "env": {_TEXT: _TEXT},
+                "run": [_TEXT], "workdir": _TEXT, "index_url": _OPT, "extra_index_urls": [_TEXT]},
+    "stack": {"python": _TEXT, "python_install": _TEXT, "cuda": _TEXT, "cudnn": _OPT, "flavour": _TEXT,
+              "base_image": _TEXT, "os": _TEXT, "packages": {_TEXT: _TEXT}, "requirements": [_TEXT],
+              "index_urls": [_TEXT], "requirement": _TEXT, "min_driver": _OPT, "driver_mode": _TEXT,
+              "targets": [dict], "frameworks": [dict], "why": [_TEXT], "warnings": [_TEXT]},
+}
+
+
+def _wrong_shape(value, shape=_SHAPE, where: str = "") -> str | None:
+    """Where `value` departs from `shape` (missing optional keys are fine), or None."""
+    if isinstance(shape, dict) and len(shape) == 1 and next(iter(shape)) is str:  # {str: type}: a mapping
+        if not isinstance(value, dict):
+            return f"{where or 'value'}: expected a mapping"
+        item = next(iter(shape.values()))
+        for key, v in value.items():
+            if not isinstance(v, item):
+                return f"{where}.{key}: expected {getattr(item, '__name__', 'text')}"
+        return None
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where or 'the file'}: expected a mapping"
+        for key, sub in shape.items():
+            if key in value:
+                wrong = _wrong_shape(value[key], sub, f"{where}.{key}" if where else key)
+                if wrong:
+                    return wrong
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where}: expected a list"
+        for i, v in enumerate(value):
+            if not isinstance(v, shape[0]):
+                return f"{where}[{i}]: expected {getattr(shape[0], '__name__', 'text')}"
+        return None
+    if not isinstance(value, shape) or isinstance(value, bool) and shape is not bool:
+        return f"{where}: expected {getattr(shape, '__name__', 'text or null')}"
+    return None
 
 
 def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:

@@ -7,12 +7,13 @@ at the door: package names, environment variable names, paths.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, located
-from ..files import Node, display_path, load_yaml
+from ..errors import InputError, has_credentials, located
+from ..files import Node, Seq, decode_input, display_path, load_yaml, read_input
 from ..knowledge.loader import load_frameworks
 from ..knowledge.values import driver_version, flavour as check_flavour, python_spec, version_spec
 from .values import APT_PACKAGE, KEY_ALIASES, URL, needs_git, parse_requirement  # noqa: F401 - re-exported
@@ -20,9 +21,19 @@ from .values import APT_PACKAGE, KEY_ALIASES, URL, needs_git, parse_requirement 
 PYTHON_INSTALLS = ("auto", "os", "uv")
 SPEC_FILE = "cudabox.yaml"
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+# Use with .fullmatch: `$` in .match lets a trailing newline through, and a newline in a Dockerfile value
+# starts a new instruction.
+NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CONTAINER_PATH = re.compile(r"/[A-Za-z0-9._/-]*")
+CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # control characters but tab
+# A workdir here would hide the system, the venv, cudabox's own files or the job's cache mounts
+# (jobs/run.py mounts caches under /cache; tests/test_spec_hardening.py keeps the two in step).
+RESERVED_DIRS = ("/opt/venv", "/opt/cudabox", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/sys",
+                 "/dev", "/run", "/var", "/tmp", "/boot", "/root", "/cache")
+# cudabox owns these: a project value would break the venv or defeat the driver check
+RESERVED_ENV = ("PATH", "VIRTUAL_ENV", "NVIDIA_REQUIRE_CUDA")
+MAX_REQUIREMENTS_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -53,19 +64,41 @@ class ProjectSpec:
     inputs: tuple[tuple[str, str], ...] = ()  # (file, sha256) of each: `lock --check` names the one that changed
 
 
-def read_requirements_file(path: Path, *, seen: set | None = None,
-                           frameworks=None) -> tuple[list[str], list[str]]:
-    """requirements.txt -> (requirements, extra index URLs). Follows -r includes."""
+def inside(root: Path, path: Path, *, what: str, value: str, elsewhere: str = "") -> Path:
+    """`path`, refused unless it stays inside the folder `root` once symlinks are followed.
+
+    cudabox.yaml comes with a checkout: a path in it must not make cudabox read the user's other files
+    (`requirements_file: ~/.ssh/id_rsa`, `ca_cert: ../../secrets`, `-r /dev/zero`)."""
+    try:
+        Path(path).resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        raise InputError(f"{what}: {value!r} is outside the project folder; copy the file into the project"
+                         + (f" {elsewhere}" if elsewhere else "")) from None
+    except (OSError, RuntimeError):  # a symlink loop
+        raise InputError(f"{what}: {value!r}: cannot follow the path (a symlink loop?)") from None
+    return Path(path)
+
+
+def reserved_dir(workdir: str) -> bool:
+    workdir = "/" + workdir.strip("/")
+    return workdir == "/" or any(workdir == d or workdir.startswith(d + "/") for d in RESERVED_DIRS)
+
+
+def read_requirements_file(path: Path, *, seen: set | None = None, frameworks=None,
+                           root: Path | None = None) -> tuple[list[str], list[str]]:
+    """requirements.txt -> (requirements, extra index URLs). Follows -r includes (inside `root` only);
+    every file is read bounded (a regular UTF-8 file of at most 1 MiB)."""
     seen = seen if seen is not None else set()
     path = Path(path)
-    if path.resolve() in seen:
-        return [], []
-    seen.add(path.resolve())
     shown = display_path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise located(shown, None, f"cannot read requirements file: {exc.strerror or exc}") from None
+        key = path.resolve()
+    except (OSError, RuntimeError):
+        raise located(shown, None, "cannot follow the path (a symlink loop?)") from None
+    if key in seen:
+        return [], []
+    seen.add(key)
+    lines = decode_input(read_input(path, limit=MAX_REQUIREMENTS_BYTES, shown=shown), shown).splitlines()
     reqs, indexes = [], []
     for number, raw in enumerate(lines, 1):
         line = raw.split(" #")[0].strip()
@@ -74,7 +107,15 @@ def read_requirements_file(path: Path, *, seen: set | None = None,
         option, _, value = line.partition(" ")
         value = value.strip()
         if option in ("-r", "--requirement"):
-            more, idx = read_requirements_file(path.parent / value, seen=seen, frameworks=frameworks)
+            if not value:
+                raise located(shown, number, f"{option} needs a file name")
+            include = path.parent / value
+            if root is not None:
+                try:
+                    inside(root, include, what=option, value=value)
+                except InputError as exc:
+                    raise located(shown, number, str(exc)) from None
+            more, idx = read_requirements_file(include, seen=seen, frameworks=frameworks, root=root)
             reqs += more
             indexes += idx
         elif option in ("--extra-index-url", "--index-url", "-i", "-f", "--find-links"):
@@ -101,20 +142,21 @@ def read_reference(directory: Path, ref: str) -> tuple[list[str], list[str], lis
     if not m:
         raise InputError(f"{ref!r}: expected a file name, optionally with [extras]")
     name, extras = m.group(1), [e.strip() for e in (m.group(2) or "").split(",") if e.strip()]
-    path = directory / name
-    if not path.is_file():
+    path = inside(directory, directory / name, what="requirements_file", value=name)
+    if not os.path.lexists(path):
         raise InputError(f"{name}: file not found")
     if path.name == "pyproject.toml":
         from .pyproject import pyproject_requirements
 
+        data = read_input(path, shown=display_path(path))
         reqs, idx = pyproject_requirements(path, extras)
-        return reqs, idx, [(name, path.read_bytes())]
+        return reqs, idx, [(name, data)]
     if extras:
         raise InputError(f"{ref!r}: [extras] apply to pyproject.toml only")
     seen: set = set()
-    reqs, idx = read_requirements_file(path, seen=seen, frameworks=load_frameworks(directory))
+    reqs, idx = read_requirements_file(path, seen=seen, frameworks=load_frameworks(directory), root=directory)
     files = sorted(seen, key=lambda p: (p != path.resolve(), str(p)))
-    return reqs, idx, [(_relative(p, directory), p.read_bytes()) for p in files]
+    return reqs, idx, [(_relative(p, directory), read_input(p, limit=MAX_REQUIREMENTS_BYTES)) for p in files]
 
 
 def _relative(path: Path, directory: Path) -> str:
@@ -122,6 +164,13 @@ def _relative(path: Path, directory: Path) -> str:
         return str(Path(path).relative_to(Path(directory).resolve()))
     except ValueError:
         return str(path)
+
+
+def _scalar(value) -> bool:
+    """A YAML value that reads as text: a string or a number (dates too); never a bool, list, map or bytes."""
+    import datetime
+
+    return isinstance(value, (str, int, float, datetime.date)) and not isinstance(value, bool)
 
 
 class _Reader:
@@ -135,7 +184,7 @@ class _Reader:
         if key not in self.node or self.node[key] is None:
             return default
         value = self.node[key]
-        if isinstance(value, (bool, list, dict)):
+        if not _scalar(value):
             raise self.err(key, "expected a string")
         return str(value)
 
@@ -143,12 +192,14 @@ class _Reader:
         value = self.node.get(key)
         if value is None:
             return []
-        if isinstance(value, (str, int, float)):
-            value = [value]
-        if not isinstance(value, list):
+        if _scalar(value):  # one item may be written without the list
+            one = Seq([value])
+            one.line, one.item_lines = self.node.line_of(key), [self.node.line_of(key)]
+            value = one
+        if not isinstance(value, Seq):
             raise self.err(key, "expected a list")
         for i, item in enumerate(value):
-            if not isinstance(item, (str, int, float)) or isinstance(item, bool):
+            if not _scalar(item):
                 raise located(self.path, value.line_of(i), f"{key}: item {i + 1}: expected a string")
         return [str(v) for v in value]
 
@@ -172,11 +223,11 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
     directory = Path(directory)
     path = Path(path) if path else directory / SPEC_FILE
     shown = display_path(path)
-    if text is None and not path.exists():
+    if text is None and not os.path.lexists(path):
         raise InputError(f"{shown}: not found; run `cudabox init` to create it"
                          + (", or pass --with REQ" if has_with else ""))
-    raw = path.read_bytes() if text is None else text.encode("utf-8")
-    doc = load_yaml(path, raw.decode("utf-8", errors="replace"))
+    raw = read_input(path, shown=shown) if text is None else text.encode("utf-8")
+    doc = load_yaml(path, decode_input(raw, shown))
     if doc is None:
         doc = Node()
         doc.line, doc.key_lines = 1, {}
@@ -193,7 +244,7 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
     digest = hashlib.sha256(raw)
 
     name = r.str("name") or default_name(directory)
-    if not NAME.match(name):
+    if not NAME.fullmatch(name):
         raise r.err("name", f"{name!r} is not a valid project name (lowercase letters, digits, '.', '_', '-')")
     frameworks = load_frameworks(directory)  # a misspelt framework (troch, pytorch) is a did-you-mean
     requirements = [r.check("requirements", lambda v=v: parse_requirement(v, what="requirement",
@@ -228,7 +279,7 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
 
     system_packages = r.list("system_packages")
     for pkg in system_packages:
-        if not APT_PACKAGE.match(pkg):
+        if not APT_PACKAGE.fullmatch(pkg):
             raise r.err("system_packages", f"{pkg!r} is not a Debian/Ubuntu package name")
     env = _read_env(doc, shown)
     run = r.list("run")
@@ -236,15 +287,21 @@ def load_spec(directory: Path = Path("."), *, path: Path | None = None, text: st
         if "\x00" in cmd:
             raise r.err("run", "commands may not contain NUL bytes")
     workdir = r.str("workdir", "/workspace")
-    if not CONTAINER_PATH.match(workdir) or ".." in workdir.split("/"):
+    if not CONTAINER_PATH.fullmatch(workdir) or ".." in workdir.split("/"):
         raise r.err("workdir", f"{workdir!r} must be an absolute container path of plain characters")
+    if reserved_dir(workdir):
+        raise r.err("workdir", f"{workdir!r} is a system, cudabox or cache folder in the container; "
+                               "choose a folder of its own (e.g. /workspace)")
     ca_cert = r.str("ca_cert")
+    if ca_cert is not None:
+        r.check("ca_cert", lambda: inside(directory, directory / ca_cert, what="ca_cert", value=ca_cert,
+                                          elsewhere="or pass a bundle elsewhere with --ca-cert / CUDABOX_CA_CERT"))
     index_url = r.str("index_url")
     extra = r.list("extra_index_urls") + indexes
     for key, url in [("index_url", index_url)] + [("extra_index_urls", u) for u in extra]:
-        if url is not None and not URL.match(url):
+        if url is not None and not URL.fullmatch(url):
             raise r.err(key, f"{url!r} is not an http(s) URL")
-        if url is not None and "@" in url.split("/")[2]:  # user:password@host
+        if url is not None and ("@" in url.split("/")[2] or has_credentials(url)):  # user:password@, ?token=
             env = "CUDABOX_PIP_INDEX_URL" if key == "index_url" else "CUDABOX_PIP_EXTRA_INDEX_URL"
             raise r.err(key, f"the URL carries credentials, and the project files (this one included) are "
                              f"copied into the image; set {env} instead (it reaches the build as a secret)")
@@ -275,20 +332,25 @@ def _read_env(doc: Node, shown: str) -> list[tuple[str, str]]:
         raise located(shown, doc.line_of("env"), "env: expected a mapping of NAME: value")
     out = []
     for key, value in env.items():
-        if not isinstance(key, str) or not ENV_NAME.match(key):
+        if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
             raise located(shown, env.line_of(key), f"env: {key!r} is not a valid environment variable name")
-        if isinstance(value, (list, dict)) or value is None:
+        if key in RESERVED_ENV:
+            raise located(shown, env.line_of(key), f"env: {key} is set by cudabox (it carries the stack); "
+                                                   "choose another name")
+        if not (_scalar(value) or isinstance(value, bool)):
             raise located(shown, env.line_of(key), f"env: {key}: expected a string value")
         value = str(value).lower() if isinstance(value, bool) else str(value)
-        if "\n" in value or "\x00" in value:
-            raise located(shown, env.line_of(key), f"env: {key}: values may not contain newlines")
+        if CONTROL.search(value):
+            raise located(shown, env.line_of(key), f"env: {key}: values may not contain newlines or "
+                                                   "other control characters")
         out.append((key, value))
     return out
 
 
 def default_name(directory: Path) -> str:
+    """The project name when cudabox.yaml sets none: the folder's name, made valid (NAME)."""
     name = re.sub(r"[^a-z0-9._-]+", "-", Path(directory).resolve().name.lower()).strip("-._")
-    return name or "project"
+    return name[:63].rstrip("-._") or "project"
 
 
 def spec_from_flags(directory: Path, requirements: list[str], **values) -> ProjectSpec:
