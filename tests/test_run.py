@@ -101,14 +101,14 @@ def test_preflight_names_the_driver_needed(matrix):
     from cudabox.jobs.run import driver_problem
 
     stack = _stack(matrix, cuda="==12.8.*", python="==3.11.*")
-    assert driver_problem(stack, "570.86.15", matrix=matrix) is None
-    problem = driver_problem(stack, "550.54.15", matrix=matrix)
-    assert "needs an NVIDIA driver >= 570.26 (cuda>=12.8)" in problem and "550.54.15 runs CUDA 12.4" in problem
+    assert driver_problem(stack, "570.86.15") is None
+    problem = driver_problem(stack, "550.54.15")
+    assert "needs an NVIDIA driver >= 570.26 (cuda>=12.8)" in problem and "driver 550.54.15 is older" in problem
     # a lock made for an older driver uses minor-version compatibility: cuda>=12.0, the 12.x floor
     compat = _stack(matrix, cuda="==12.8.*", python="==3.11.*", driver="535.104.05")
     assert compat.driver_mode == "minor-compat" and compat.requirement == "cuda>=12.0"
-    assert driver_problem(compat, "535.104.05", matrix=matrix) is None
-    assert "470.57.02" in driver_problem(compat, "470.57.02", matrix=matrix)
+    assert driver_problem(compat, "535.104.05") is None
+    assert "470.57.02" in driver_problem(compat, "470.57.02")
 
 
 def test_gpu_port_env_volume_parsing(tmp_path):

@@ -181,7 +181,9 @@ class Resolver:
         for b in combo:
             if b.prov.status != "verified":
                 warnings.append(f"{b.label}: matrix record is {b.prov.status} ({b.prov.origin})")
-        return replace(stack, why=tuple(why), warnings=tuple(warnings))
+        from .facts import run_facts
+
+        return replace(stack, why=tuple(why), warnings=tuple(warnings), runs_on=run_facts(self.m, stack, combo))
 
     def _refused_variants(self, chosen: Build) -> list[Problem]:
         seen, out = set(), []

@@ -28,6 +28,46 @@ class FrameworkPick:
 
 
 @dataclass(frozen=True)
+class Code:
+    """The GPU code one framework carries (its SASS and PTX lists, or JAX's documented minimum CC);
+    name "cuda" for a plain stack: the SASS targets its toolkit's NVRTC compiles."""
+
+    name: str
+    sass: tuple[str, ...] = ()
+    ptx: tuple[str, ...] = ()
+    min_cc: str | None = None
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What `does this stack run on this driver and these GPUs` needs, written down at lock time so that
+    no later step reloads the matrix (cudabox/lock/fit.py reads it)."""
+
+    native_driver: str | None  # oldest driver that runs the stack's CUDA natively (PTX JIT works)
+    minor_compat_driver: str | None = None  # minor-compat stacks: oldest driver (SASS only, no PTX JIT)
+    forward_compat_branches: tuple[int, ...] = ()  # forward-compat stacks: branches cuda-compat serves
+    code: tuple[Code, ...] = ()
+    known_ccs: tuple[str, ...] = ()  # compute capabilities the matrix knew (k8s: which to accept)
+    products: tuple[tuple[str, str], ...] = ()  # target GPU -> GFD nvidia.com/gpu.product name
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunFacts":
+        return cls(native_driver=d.get("native_driver"), minor_compat_driver=d.get("minor_compat_driver"),
+                   forward_compat_branches=tuple(d.get("forward_compat_branches", ())),
+                   code=tuple(Code(c["name"], tuple(c.get("sass", ())), tuple(c.get("ptx", ())), c.get("min_cc"))
+                              for c in d.get("code", ())),
+                   known_ccs=tuple(d.get("known_ccs", ())),
+                   products=tuple((k, v) for k, v in (d.get("products") or {}).items()))
+
+    def to_dict(self) -> dict:
+        return {"native_driver": self.native_driver, "minor_compat_driver": self.minor_compat_driver,
+                "forward_compat_branches": list(self.forward_compat_branches),
+                "code": [{"name": c.name, "sass": list(c.sass), "ptx": list(c.ptx), "min_cc": c.min_cc}
+                         for c in self.code],
+                "known_ccs": list(self.known_ccs), "products": dict(self.products)}
+
+
+@dataclass(frozen=True)
 class Stack:
     """One concrete, runnable CUDA stack."""
 
@@ -48,13 +88,16 @@ class Stack:
     frameworks: tuple[FrameworkPick, ...] = ()
     why: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    runs_on: RunFacts | None = None  # driver floors and GPU code, as data (None: a lock from before them)
 
     # The fields that change what gets built; `why`/`warnings` explain but don't build.
     BUILD_FIELDS = ("python", "python_install", "cuda", "cudnn", "flavour", "base_image", "os", "packages",
                     "requirements", "index_urls", "requirement", "targets")
 
     def to_dict(self) -> dict:
-        return json.loads(json.dumps(asdict(self)))
+        data = json.loads(json.dumps(asdict(self)))
+        data["runs_on"] = self.runs_on.to_dict() if self.runs_on else None
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Stack":
@@ -62,6 +105,8 @@ class Stack:
         values = {k: v for k, v in data.items() if k in known}
         values["targets"] = tuple(Target(**t) for t in values.get("targets", ()))
         values["frameworks"] = tuple(FrameworkPick(**f) for f in values.get("frameworks", ()))
+        if values.get("runs_on") is not None:
+            values["runs_on"] = RunFacts.from_dict(values["runs_on"])
         for key in ("requirements", "index_urls", "why", "warnings"):
             values[key] = tuple(values.get(key, ()))
         return cls(**values)
