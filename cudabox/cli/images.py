@@ -35,7 +35,7 @@ def dockerfile(
     from ..image.render import RenderOptions, render
 
     lock = read_lock(project)
-    rendered = render(lock, matrix=load(project), options=RenderOptions(buildkit=not legacy, installer=installer))
+    rendered = render(lock, options=RenderOptions(buildkit=not legacy, installer=installer))
     if output_path is None:
         sys.stdout.write(rendered.dockerfile)
         return

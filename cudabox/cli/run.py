@@ -163,6 +163,9 @@ def init(path: Path = typer.Argument(Path("."), help="Project directory."),
          driver: str = typer.Option(None, "--driver", metavar="VERSION", help="Oldest driver it must run on."),
          python: str = typer.Option(None, "--python", metavar="SPEC", help="Python version or specifier."),
          cuda: str = typer.Option(None, "--cuda", metavar="SPEC", help="CUDA version (projects with no framework)."),
+         no_packages: bool = typer.Option(False, "--no-packages",
+                                          help="Lock the stack only, no package pins (offline; run `cudabox lock` "
+                                               "before building)."),
          no_host: bool = NO_HOST, json: bool = JSON):
     """Detect what the project needs, resolve, and write cudabox.yaml, cudabox.lock and .dockerignore.
 
@@ -177,7 +180,7 @@ def init(path: Path = typer.Argument(Path("."), help="Project directory."),
     found, error = detect_or_report(path, from_file=from_, with_=tuple(with_ or ()), extras=tuple(extra or ()),
                                     choose=choose)
     plan = plan_init(path, found, python=python, cuda=cuda, gpus=tuple(gpu or ()), driver=driver, no_host=no_host,
-                     force=force, error=error)
+                     force=force, error=error, packages=not no_packages)
     res = plan.resolution
     if json:
         written = write_plan(plan)

@@ -85,10 +85,9 @@ def fresh_lock(project: Path, *, no_host: bool = False):
     old = read_lock(project) if (project / LOCK_FILE).exists() else None
     if old is not None and old.inputs_hash == spec.inputs_hash:
         return old
-    from ..lock.resolution import resolve_project
+    from ..lock.resolution import lock_project
 
-    res = resolve_project(spec, no_host=no_host)
-    lock = res.lock()
+    _, lock = lock_project(spec, no_host=no_host, previous=old)
     write_lock(lock, project)
     if old is None:
         say(f"no {LOCK_FILE} yet: locked {spec.source_file} (stack {lock.stack_hash[:12]})")

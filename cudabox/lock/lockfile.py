@@ -16,7 +16,7 @@ from .. import __version__
 from ..errors import CheckFailed, InputError
 from ..files import display_path, write_atomic
 from ..project.spec import ProjectSpec, load_spec
-from ..resolve.stack import Stack, digest
+from ..resolve.stack import Pin, Stack, digest
 
 LOCK_FILE = "cudabox.lock"
 FORMAT = "cudabox.lock/v1"
@@ -34,12 +34,14 @@ class ProjectInputs:
     workdir: str = "/workspace"
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
+    pins: tuple[Pin, ...] | None = None  # what the requirements add to the stack, locked (None: not locked)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "requirements": list(self.requirements),
                 "system_packages": list(self.system_packages), "env": dict(self.env), "run": list(self.run),
                 "workdir": self.workdir, "index_url": self.index_url,
-                "extra_index_urls": list(self.extra_index_urls)}
+                "extra_index_urls": list(self.extra_index_urls),
+                "pins": None if self.pins is None else [p.to_dict() for p in sorted(self.pins, key=lambda p: p.name)]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ProjectInputs":
@@ -47,7 +49,8 @@ class ProjectInputs:
                    system_packages=tuple(d.get("system_packages", ())),
                    env=tuple((k, v) for k, v in d.get("env", {}).items()), run=tuple(d.get("run", ())),
                    workdir=d.get("workdir", "/workspace"), index_url=d.get("index_url"),
-                   extra_index_urls=tuple(d.get("extra_index_urls", ())))
+                   extra_index_urls=tuple(d.get("extra_index_urls", ())),
+                   pins=None if d.get("pins") is None else tuple(Pin.from_dict(p) for p in d["pins"]))
 
 
 @dataclass(frozen=True)
@@ -78,13 +81,41 @@ class Lock:
             "project": self.project.to_dict(),
             "stack": self.stack.to_dict(),
         }
-        return json.dumps(data, indent=2) + "\n"
+        return dump_json(data)
 
 
-def make_lock(spec: ProjectSpec, stack: Stack, others: list[str]) -> Lock:
+def dump_json(data: dict) -> str:
+    """Indented JSON, except that each locked package stays on one line (sorted by name): a pin change is
+    a one-line diff."""
+    lines = {}
+
+    def mark(pins):
+        out = []
+        for pin in sorted(pins, key=lambda p: p["name"]):
+            key = f"\x00pin{len(lines)}\x00"
+            lines[json.dumps(key)] = json.dumps(pin, separators=(", ", ": "))
+            out.append(key)
+        return out
+
+    for part in ("project", "stack"):
+        if data.get(part, {}).get("pins") is not None:
+            data[part] = dict(data[part], pins=mark(data[part]["pins"]))
+    text = json.dumps(data, indent=2)
+    for key, line in lines.items():
+        text = text.replace(key, line)
+    return text + "\n"
+
+
+def make_lock(spec: ProjectSpec, stack: Stack, others: list[str], project_pins=None) -> Lock:
+    """project_pins None: the packages were not locked (a stack-only lock; `cudabox build` refuses it)."""
+    if stack.pins is None:
+        project_pins = None
+    elif project_pins is None:
+        project_pins = ()
     project = ProjectInputs(
         name=spec.name, requirements=tuple(others), system_packages=spec.system_packages, env=spec.env,
-        run=spec.run, workdir=spec.workdir, index_url=spec.index_url, extra_index_urls=spec.extra_index_urls)
+        run=spec.run, workdir=spec.workdir, index_url=spec.index_url, extra_index_urls=spec.extra_index_urls,
+        pins=None if project_pins is None else tuple(project_pins))
     return Lock(project=project, stack=stack, inputs_hash=spec.inputs_hash, inputs=spec.inputs)
 
 

@@ -286,13 +286,15 @@ class Chooser:
             why.append("forward compatibility needs NVIDIA's cuda-compat libraries: runtime flavour")
         python, install, base, os_id = self._python_and_base(self.pythons(builds), flavour, tag, os_name)
 
-        packages, requirements, indexes = {}, [], []
+        packages, requirements, indexes, sources = {}, [], [], {}
         for b in builds:
             pkg_version = b.requirement.split("==", 1)[1]
             packages[b.framework] = pkg_version
             requirements.append(b.requirement)
             if b.index and b.index not in indexes:
                 indexes.append(b.index)
+            if b.index:  # the framework's wheels come from its variant index, and only from there
+                sources[PACKAGE_NAMES[b.framework]] = b.index
             want = self._want(b)
             how = f"newest release matching {want.describe()}" if str(want.spec) else \
                 "newest release that satisfies everything"
@@ -302,6 +304,8 @@ class Chooser:
             full = version if torch.pypi_default else f"{version}+{torch.variant}"
             packages[name] = full
             requirements.append(f"{name}=={full}")
+            if torch.index and not torch.pypi_default:
+                sources[name] = torch.index
             why.append(f"{name} {version}: pairs with torch {torch.version}")
         if cudnn and flavour == "slim":
             wheel = self.m.majors[builds[0].cuda_major].cudnn_wheel
@@ -325,7 +329,7 @@ class Chooser:
                      base_image=base, os=os_id, packages=packages, requirements=tuple(requirements),
                      index_urls=tuple(indexes), requirement=requirement, min_driver=min_driver, driver_mode=mode,
                      targets=self._targets(), frameworks=picks, why=tuple(why),
-                     warnings=tuple(self._warnings(install, python)))
+                     warnings=tuple(self._warnings(install, python)), indexes=sources)
 
     def _want(self, b: Build):
         return self.wants[b.framework]

@@ -53,3 +53,23 @@ def run_facts(m: Matrix, stack: Stack, builds: list[Build]) -> RunFacts:
     products = tuple((t.gpu, product_name(m, t.gpu)) for t in stack.targets)
     return RunFacts(native_driver=str(native) if native else None, minor_compat_driver=minor_compat,
                     forward_compat_branches=branches, code=code, known_ccs=known, products=products)
+
+
+def platform_of(m: Matrix, os_id: str, arch: str = "x86_64") -> str | None:
+    """uv's --python-platform for an image OS: manylinux_<its glibc>_<arch> (matrices/images.yaml os)."""
+    info = m.os_info.get(os_id)
+    return f"{arch}-manylinux_{info.glibc.replace('.', '_')}" if info and info.glibc else None
+
+
+def build_inputs(m: Matrix) -> tuple[dict, dict]:
+    """(tools, smoke): the installer version and the smoke test (its source's hash and the pass thresholds).
+    They go into the stack hash: a changed uv pin, threshold or smoke.py never reuses a stale stack image."""
+    import hashlib
+
+    from .. import paths
+
+    tools = {t.name: t.version for t in m.tools.values()}
+    smoke = {"source_sha256": hashlib.sha256(paths.smoke_file().read_bytes()).hexdigest()}
+    if m.thresholds is not None:
+        smoke.update(gemm_pass=m.thresholds.gemm_pass, bandwidth_pass=m.thresholds.bandwidth_pass)
+    return tools, smoke

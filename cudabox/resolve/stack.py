@@ -68,6 +68,25 @@ class RunFacts:
 
 
 @dataclass(frozen=True)
+class Pin:
+    """One locked package: exact version, the one index it comes from, and its files for the image's
+    platform (URL and sha256 each). The build installs exactly these files, hashes required."""
+
+    name: str
+    version: str
+    index: str
+    files: tuple[tuple[str, str], ...]  # (url, sha256)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, "index": self.index,
+                "files": [{"url": u, "sha256": h} for u, h in self.files]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Pin":
+        return cls(d["name"], d["version"], d["index"], tuple((f["url"], f["sha256"]) for f in d["files"]))
+
+
+@dataclass(frozen=True)
 class Stack:
     """One concrete, runnable CUDA stack."""
 
@@ -89,14 +108,21 @@ class Stack:
     why: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=())
     runs_on: RunFacts | None = None  # driver floors and GPU code, as data (None: a lock from before them)
+    tools: dict = field(default_factory=dict)  # build tools in the image: {"uv": "0.13.9"} (matrices/images.yaml)
+    smoke: dict = field(default_factory=dict)  # the smoke test: source_sha256, gemm_pass, bandwidth_pass
+    indexes: dict = field(default_factory=dict)  # package -> the one index it must come from (framework wheels)
+    platform: str | None = None  # uv --python-platform of the image: x86_64-manylinux_2_36
+    pins: tuple[Pin, ...] | None = None  # every package of the stack image, locked (None: not locked yet)
 
     # The fields that change what gets built; `why`/`warnings` explain but don't build.
     BUILD_FIELDS = ("python", "python_install", "cuda", "cudnn", "flavour", "base_image", "os", "packages",
-                    "requirements", "index_urls", "requirement", "targets")
+                    "requirements", "index_urls", "requirement", "targets", "tools", "smoke", "indexes",
+                    "platform", "pins")
 
     def to_dict(self) -> dict:
         data = json.loads(json.dumps(asdict(self)))
         data["runs_on"] = self.runs_on.to_dict() if self.runs_on else None
+        data["pins"] = None if self.pins is None else [p.to_dict() for p in sorted(self.pins, key=lambda p: p.name)]
         return data
 
     @classmethod
@@ -105,6 +131,8 @@ class Stack:
         values = {k: v for k, v in data.items() if k in known}
         values["targets"] = tuple(Target(**t) for t in values.get("targets", ()))
         values["frameworks"] = tuple(FrameworkPick(**f) for f in values.get("frameworks", ()))
+        if values.get("pins") is not None:
+            values["pins"] = tuple(Pin.from_dict(p) for p in values["pins"])
         if values.get("runs_on") is not None:
             values["runs_on"] = RunFacts.from_dict(values["runs_on"])
         for key in ("requirements", "index_urls", "why", "warnings"):
@@ -114,8 +142,15 @@ class Stack:
     @property
     def hash(self) -> str:
         """Content address of the stack: every project with the same stack shares its image."""
+        return digest(self.build_dict())
+
+    def build_dict(self) -> dict:
+        """The build fields; the pins (long: every file URL and hash) by their own digest."""
         data = self.to_dict()
-        return digest({k: data[k] for k in self.BUILD_FIELDS})
+        out = {k: data[k] for k in self.BUILD_FIELDS}
+        if out["pins"] is not None:
+            out["pins"] = "sha256:" + digest(out["pins"])
+        return out
 
     @property
     def framework_names(self) -> tuple[str, ...]:
