@@ -88,11 +88,11 @@ def render(lock_or_stack: Lock | Stack, *, options: RenderOptions = RenderOption
                                                       values["runtime_base"])
     env = _jinja()
     context = dict(values, opts=opts, ctx=paths_in_context, project=project, user=USER, opt=OPT,
-                   stack_only=stack_only, locked=stack.pins is not None)
+                   stack_only=stack_only, locked=stack.pins is not None, stack_pins=bool(stack.pins))
     dockerfile = env.get_template("Dockerfile.j2").render(**context)
     dockerignore = env.get_template("dockerignore.j2").render(support_dir=support)
     files = {paths_in_context["smoke"]: smoke, paths_in_context["expect"]: expect}
-    if stack.pins is not None and stack.requirements:
+    if stack.pins:
         files[paths_in_context["stack_lock"]] = locked_txt(stack.pins, "the stack's packages")
     if project is not None and project["has_requirements"]:
         files[paths_in_context["requirements"]] = requirements_txt(lock, stack)

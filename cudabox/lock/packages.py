@@ -17,6 +17,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -125,7 +126,9 @@ def compile_pins(requirements, *, uv: str, python: str, platform: str, sources: 
             out.write_text(pylock_text(previous))
         cmd = [uv, "pip", "compile", "pyproject.toml", "--no-config", "--quiet", "--no-header", "--format",
                "pylock.toml", "-o", str(out), "--python-version", python, "--python-platform", platform,
-               "--index-strategy", "first-index", "--default-index", default]
+               "--index-strategy", "first-index", "--default-index", default,
+               # resolve for the target Python without one: no interpreter search, no download
+               "--python", sys.executable, "--no-python-downloads"]
         for url in extra_index_urls:
             cmd += ["--index", url]
         if constraints:
@@ -184,11 +187,14 @@ def requirements_lines(pins) -> list[str]:
     return out
 
 
+def why_not(exc: CompileFailed) -> str:
+    """uv's own explanation in one line ("Because oldpin==1.0 has no wheels with a matching Python ABI tag...")."""
+    causes = [r.split(":", 1)[1].strip() if r.startswith(("cause:", "error:")) else r for r in exc.reasons]
+    because = [c for c in causes if c.startswith("Because")]
+    return (because or causes or [str(exc)])[-1]
+
+
 def unsatisfiable(python_tried: list[tuple[str, CompileFailed]]) -> Unsatisfiable:
-    """Exit 3: the full resolution failed for every Python tried, with uv's reasons for each."""
-    reasons = []
-    for python, exc in python_tried:
-        reasons.append(f"Python {python}: {exc}")
-        reasons += [f"  {r}" for r in exc.reasons[:8]]
-    return Unsatisfiable("the stack's packages can't all be installed (no Python tried has a wheel for each)",
-                         reasons)
+    """Exit 3: the full resolution failed for every Python tried; uv's reason for each."""
+    reasons = [f"Python {python}: {why_not(exc)}" for python, exc in python_tried]
+    return Unsatisfiable("the packages can't all be installed: no Python tried has a wheel for each", reasons)

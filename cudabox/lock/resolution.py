@@ -71,6 +71,7 @@ def resolve_project(spec: ProjectSpec, *, matrix: Matrix | None = None, no_host:
     return Resolution(spec=spec, request=request, stack=stack, others=tuple(others), host=host)
 
 
+SEED = ["pip"]  # what `uv venv --seed` would fetch unlocked at build time; `run:` steps may use pip
 FALLBACK_PYTHONS = 3  # older Pythons tried when the chosen one has no wheel for some package
 
 
@@ -79,7 +80,7 @@ def lock_project(spec: ProjectSpec, *, matrix: Matrix | None = None, no_host: bo
                  upgrade_packages=(), packages: bool = True, **overrides) -> tuple[Resolution, Lock]:
     """Resolve the stack, then lock every package (lock/packages.py); when the full resolution fails for
     the chosen Python, try the next older ones every framework allows and say so in the why."""
-    from .packages import CompileFailed, unsatisfiable, uv_binary
+    from .packages import CompileFailed, unsatisfiable, uv_binary, why_not
 
     m = matrix or load(spec.directory)
     host = host or host_mod.detect(ignore=no_host)
@@ -97,8 +98,8 @@ def lock_project(spec: ProjectSpec, *, matrix: Matrix | None = None, no_host: bo
             continue
         if tried:
             note = (f"Python {stack.python}: the packages can't all be installed on Python "
-                    f"{', '.join(p for p, _ in tried)} ({tried[0][1].reasons[0] if tried[0][1].reasons else 'no wheel'}); "
-                    f"the next older Python every framework allows")
+                    f"{', '.join(p for p, _ in tried)} ({why_not(tried[0][1])}); "
+                    "the next older Python every framework allows")
             stack = replace(stack, why=stack.why + (note,))
         final = replace(attempt, stack=stack)
         return final, final.lock(project_pins)
@@ -140,10 +141,12 @@ def _pin(res: Resolution, uv: str, previous: Lock | None, upgrade: bool, upgrade
                   extra_index_urls=extra, upgrade=upgrade, upgrade_packages=upgrade_packages, ca_cert=ca)
     old_stack = (previous.stack.pins or ()) if previous else ()
     old_project = (previous.project.pins or ()) if previous else ()
-    stack_pins = compile_pins(stack.requirements, previous=old_stack, **common) if stack.requirements else []
+    # pip is locked with the stack: the image's venv is made without seed packages, so it holds exactly the lock
+    wanted = list(stack.requirements) + SEED
+    stack_pins = compile_pins(wanted, previous=old_stack, **common)
     project_pins = []
     if res.others:
-        full = compile_pins(list(stack.requirements) + list(res.others), constraints=stack_pins,
+        full = compile_pins(wanted + list(res.others), constraints=stack_pins,
                             previous=list(old_stack) + list(old_project), **common)
         mine = {p.name for p in stack_pins}
         project_pins = [p for p in full if p.name not in mine]

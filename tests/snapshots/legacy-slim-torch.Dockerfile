@@ -39,7 +39,7 @@ RUN set -eu; \
 COPY --from=uv /opt/uv/bin/uv /usr/local/bin/uv
 COPY .cudabox/build/stack-requirements.txt /opt/cudabox/stack-requirements.txt
 RUN set -eu; \
-    uv venv --seed --python /usr/bin/python3.12 /opt/venv; \
+    uv venv --python /usr/bin/python3.12 /opt/venv; \
     uv pip install --no-cache --no-deps --require-hashes -r /opt/cudabox/stack-requirements.txt
 COPY .cudabox/build/smoke.py /opt/cudabox/smoke.py
 COPY .cudabox/build/expect.json /opt/cudabox/expect.json

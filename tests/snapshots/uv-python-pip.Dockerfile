@@ -66,7 +66,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/ca_cert ]; then export PIP_CERT=/run/secrets/ca_cert SSL_CERT_FILE=/run/secrets/ca_cert; fi; \
     if [ -s /run/secrets/pip_index_url ]; then PIP_INDEX_URL="$(cat /run/secrets/pip_index_url)"; export PIP_INDEX_URL UV_DEFAULT_INDEX="$PIP_INDEX_URL"; fi; \
     if [ -s /run/secrets/pip_extra_index_url ]; then PIP_EXTRA_INDEX_URL="$(cat /run/secrets/pip_extra_index_url)"; export PIP_EXTRA_INDEX_URL UV_INDEX="$PIP_EXTRA_INDEX_URL"; fi; \
-    uv venv --seed --python 3.13 /opt/venv; \
+    uv venv --python 3.13 /opt/venv; \
     pip install --no-deps --require-hashes -r /opt/cudabox/stack-requirements.txt
 COPY .cudabox/build/smoke.py /opt/cudabox/smoke.py
 COPY .cudabox/build/expect.json /opt/cudabox/expect.json
