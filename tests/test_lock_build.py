@@ -62,8 +62,11 @@ def _locked(project: Path) -> dict:
     return {p["name"]: p["version"] for part in ("stack", "project") for p in lock[part]["pins"]}
 
 
+NO_MATRIX = {"CUDABOX_BUNDLED_MATRICES": "/nonexistent/matrices"}  # after lock, nothing may load the matrix
+
+
 def _build(project, env, *args, check=0):
-    proc = cudabox("build", "--json", "--no-validate", *args, cwd=project, env=env, extra_env=CA)
+    proc = cudabox("build", "--json", "--no-validate", *args, cwd=project, env=env, extra_env=dict(CA, **NO_MATRIX))
     assert proc.returncode == check, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}"
     return proc
 
@@ -107,6 +110,15 @@ extra_index_urls: ["{private.url}", "{default.url}"]
         # a second build of the same lock, nothing from the cache: the same set
         second = json.loads(_build(project, cli_env, "--no-cache").stdout)
         assert _installed(docker_client, second["image"]) == got
+        # every step after lock reads the lock alone: with no matrix at all, run, validate and export still work
+        ran = cudabox("run", "--gpus", "none", "--", "python", "-c", "import internal_lib; print(internal_lib.WHERE)",
+                      cwd=project, env=cli_env, extra_env=NO_MATRIX)
+        assert ran.returncode == 0 and ran.stdout.strip() == "private", ran.stderr
+        checked = cudabox("validate", "--no-gpu", cwd=project, env=cli_env, extra_env=NO_MATRIX)
+        assert checked.returncode in (0, 1, 4) and "matrices" not in checked.stderr  # fake CUDA: checks may fail
+        for export in (["export", "k8s"], ["export", "slurm"]):
+            out = cudabox(*export, "--", "python", "x.py", cwd=project, env=cli_env, extra_env=NO_MATRIX)
+            assert out.returncode == 0, out.stderr
     finally:
         _cleanup(docker_client, first["image"], first["stack"]["image"])
 

@@ -31,7 +31,6 @@ def dockerfile(
     import sys
 
     from ..lock.lockfile import read_lock
-    from ..knowledge.loader import load
     from ..image.render import RenderOptions, render
 
     lock = read_lock(project)

@@ -154,7 +154,7 @@ def read_lock(directory: Path = Path(".")) -> Lock:
 
 def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:
     """(stale?, why). A lock is stale when cudabox.yaml (or its requirements file) changed since."""
-    lock = read_lock(directory)
+    lock = read_lock(directory)  # intact: its content matches its lock_hash
     spec = load_spec(directory)
     if spec.inputs_hash != lock.inputs_hash:
         before, now = dict(lock.inputs), dict(spec.inputs)
@@ -162,7 +162,24 @@ def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:
                   [f for f in now if f not in before and before] + [f for f in before if f not in now]
         what = ", ".join(changed) if changed else spec.source_file
         return True, f"{what} changed since {LOCK_FILE} was written"
+    changed = build_inputs_changed(lock, directory)
+    if changed:
+        return True, changed
     return False, f"{LOCK_FILE} is up to date with {spec.source_file}"
+
+
+def build_inputs_changed(lock: Lock, directory: Path) -> str | None:
+    """What changed in the stack image's inputs outside cudabox.yaml (the uv pin, the smoke test), or None.
+    `lock --check` asks (it may read the matrix); steps after lock don't: render refuses a changed smoke.py."""
+    from ..knowledge.loader import load
+    from ..resolve.facts import build_inputs
+
+    tools, smoke = build_inputs(load(directory))
+    if lock.stack.tools != tools:
+        return f"the build tools changed since {LOCK_FILE} was written ({lock.stack.tools} -> {tools})"
+    if lock.stack.smoke != smoke:
+        return f"the smoke test (smoke.py or its thresholds) changed since {LOCK_FILE} was written"
+    return None
 
 
 def check_lock(directory: Path = Path(".")) -> str:
