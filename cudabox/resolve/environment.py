@@ -294,7 +294,7 @@ class Chooser:
             if b.index and b.index not in indexes:
                 indexes.append(b.index)
             if b.index:  # the framework's wheels come from its variant index, and only from there
-                sources[PACKAGE_NAMES[b.framework]] = b.index
+                sources[b.requirement.split("==", 1)[0].split("[", 1)[0]] = b.index
             want = self._want(b)
             how = f"newest release matching {want.describe()}" if str(want.spec) else \
                 "newest release that satisfies everything"
