@@ -116,7 +116,7 @@ def lock(check: bool = typer.Option(False, "--check",
 
     output.use_json(json)
     if check:
-        why = check_lock(project)
+        why = check_lock(project, build_inputs=True)
         output.emit_json({"stale": False, "detail": why}) if json else print(why)
         return
     spec = _spec(project, None, python=python, gpu=gpu, driver=driver, cuda=cuda, cudnn=cudnn, flavour=flavour,

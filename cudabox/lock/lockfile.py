@@ -152,7 +152,7 @@ def read_lock(directory: Path = Path(".")) -> Lock:
     return lock
 
 
-def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:
+def is_stale(directory: Path = Path("."), *, build_inputs: bool = False) -> tuple[bool, str]:
     """(stale?, why). A lock is stale when cudabox.yaml (or its requirements file) changed since."""
     lock = read_lock(directory)  # intact: its content matches its lock_hash
     spec = load_spec(directory)
@@ -162,7 +162,7 @@ def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:
                   [f for f in now if f not in before and before] + [f for f in before if f not in now]
         what = ", ".join(changed) if changed else spec.source_file
         return True, f"{what} changed since {LOCK_FILE} was written"
-    changed = build_inputs_changed(lock, directory)
+    changed = build_inputs_changed(lock, directory) if build_inputs else None
     if changed:
         return True, changed
     return False, f"{LOCK_FILE} is up to date with {spec.source_file}"
@@ -182,8 +182,10 @@ def build_inputs_changed(lock: Lock, directory: Path) -> str | None:
     return None
 
 
-def check_lock(directory: Path = Path(".")) -> str:
-    stale, why = is_stale(directory)
+def check_lock(directory: Path = Path("."), *, build_inputs: bool = False) -> str:
+    """Raise CheckFailed when the lock is stale. `build_inputs` (`lock --check`) also compares the uv pin and
+    the smoke test with the matrix; steps after lock (build) don't read the matrix, so they leave it off."""
+    stale, why = is_stale(directory, build_inputs=build_inputs)
     if stale:
         raise CheckFailed(f"{why}; run `cudabox lock`")
     return why
