@@ -10,12 +10,15 @@ CUDA, so builds run with --no-validate (the smoke test has its own tests).
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.docker_fixtures import HOST_CA, cli_env, cudabox, docker_client, make_project  # noqa: F401
+from tests.support import REPO
 from tests.wheels import Index
 
 pytestmark = pytest.mark.docker
@@ -62,7 +65,11 @@ def _locked(project: Path) -> dict:
     return {p["name"]: p["version"] for part in ("stack", "project") for p in lock[part]["pins"]}
 
 
-NO_MATRIX = {"CUDABOX_BUNDLED_MATRICES": "/nonexistent/matrices"}  # after lock, nothing may load the matrix
+# After lock, nothing may load the compatibility matrix: a matrices directory with frameworks.yaml alone (the
+# framework declarations, which cudabox.yaml's validation reads for its did-you-mean since #14; see the report)
+_ONLY_FRAMEWORKS = Path(tempfile.mkdtemp(prefix="cudabox-no-matrix-"))
+shutil.copy(REPO / "matrices" / "frameworks.yaml", _ONLY_FRAMEWORKS / "frameworks.yaml")
+NO_MATRIX = {"CUDABOX_BUNDLED_MATRICES": str(_ONLY_FRAMEWORKS)}
 
 
 def _build(project, env, *args, check=0):
