@@ -39,7 +39,7 @@ demo: venv
 
 ## bench: print measured figures (build/run need the engine: `make services` first)
 bench: venv
-	@for b in bench/startup.py bench/matrix_load.py bench/resolve.py bench/build.py bench/run_overhead.py; do \
+	@for b in bench/startup.py bench/matrix_load.py bench/resolve.py bench/build.py bench/lock_build.py bench/run_overhead.py; do \
 		$(BIN)/python $$b || exit 1; done
 
 clean:

@@ -37,6 +37,11 @@ def templates_dir() -> Path:
     return _bundled("templates")
 
 
+def smoke_file() -> Path:
+    """The in-image smoke test's source (cudabox/image/smoke.py): its hash is part of the stack hash."""
+    return _PACKAGE / "image" / "smoke.py"
+
+
 def repo_root() -> Path:
     """The checkout's root (see checkout_root); outside a checkout, where it would be (for messages)."""
     return checkout_root() or _PACKAGE.parent

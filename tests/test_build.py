@@ -300,7 +300,7 @@ ca_cert: host-ca.pem
 # Here nvidia/cuda:12.8.1-runtime-ubuntu24.04 is that stand-in (tests/test_build.py), built from Debian 12:
 # its python3 is Debian's 3.11, not Ubuntu 24.04's 3.12.
 os:
-  - {{os: ubuntu24.04, python: "3.11", source: DEB-BOOKWORM-PY, note: "test stand-in built from debian:bookworm-slim"}}
+  - {{os: ubuntu24.04, python: "3.11", glibc: "2.36", source: [DEB-BOOKWORM-PY, DEB-BOOKWORM-LIBC], note: "test stand-in built from debian:bookworm-slim"}}
 """, "main.py": "print('hello')\n",
                        "host-ca.pem": HOST_CA.read_text()})  # ca_cert: in cudabox.yaml, inside the project
     lock = json.loads((project / "cudabox.lock").read_text())["stack"]

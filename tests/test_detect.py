@@ -269,7 +269,7 @@ def test_example_projects_plan(tmp_path, name, framework):
 
     project = tmp_path / name
     shutil.copytree(PROJECTS / name, project)
-    plan = plan_init(project, detect(project), no_host=True)
+    plan = plan_init(project, detect(project), no_host=True, packages=False)  # no PyTorch index reachable here
     assert list(plan.files) == ["cudabox.yaml", "cudabox.lock", ".dockerignore"]
     assert framework in plan.resolution.stack.framework_names
     write_plan(plan)
@@ -279,14 +279,14 @@ def test_example_projects_plan(tmp_path, name, framework):
     text = (project / "cudabox.yaml").read_text()
     assert "host was ignored (--no-host)" in text and "# flavour: auto" in text and "# workdir:" in text
     with pytest.raises(InputError, match="cudabox.yaml exists; pass --force"):
-        plan_init(project, detect(project), no_host=True)
+        plan_init(project, detect(project), no_host=True, packages=False)
 
 
 def test_existing_dockerignore_is_kept_unless_forced(tmp_path):
     from cudabox.lock.init import plan_init
 
     write(tmp_path, {"requirements.txt": "torch\n", ".dockerignore": "data/\n"})
-    plan = plan_init(tmp_path, detect(tmp_path), python="3.11", no_host=True)
+    plan = plan_init(tmp_path, detect(tmp_path), python="3.11", no_host=True, packages=False)
     assert plan.kept == [".dockerignore"] and ".dockerignore" not in plan.files
-    plan = plan_init(tmp_path, detect(tmp_path), python="3.11", no_host=True, force=True)
+    plan = plan_init(tmp_path, detect(tmp_path), python="3.11", no_host=True, force=True, packages=False)
     assert ".dockerignore" in plan.files

@@ -93,7 +93,9 @@ def _write_spec(project: Path, doc, mutation: bytes | None, cut: int) -> None:
 
 
 def _commands(project: Path):
-    for args in (("resolve", "-C", project, "--json"), ("lock", "-C", project), ("dockerfile", "-C", project)):
+    # --no-packages: the property is about input handling, offline (full locking needs the framework indexes)
+    for args in (("resolve", "-C", project, "--json"), ("lock", "--no-packages", "-C", project),
+                 ("dockerfile", "-C", project)):
         rc, out, err = _cli(*args)
         _assert_clean(args, rc, out, err)
 
@@ -144,7 +146,7 @@ def valid_lock() -> dict:
         (project / "cudabox.yaml").write_text(
             "name: p\nrequirements: [torch, numpy]\ngpus: [A100]\ndriver: '570.86.15'\nsystem_packages: [git]\n"
             "env: {A: b}\nrun: ['echo hi']\n")
-        rc, out, err = _cli("lock", "-C", project)
+        rc, out, err = _cli("lock", "--no-packages", "-C", project)  # offline: no framework index here
         assert rc == 0, err
         return json.loads((project / "cudabox.lock").read_text())
 

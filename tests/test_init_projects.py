@@ -31,7 +31,7 @@ def copy(tmp_path: Path, name: str) -> Path:
 
 def init(project: Path, **flags):
     """Detect, plan and write, as `cudabox init --yes --no-host` does; returns (plan, cudabox.yaml parsed)."""
-    plan = plan_init(project, detect(project, **flags), no_host=True)
+    plan = plan_init(project, detect(project, **flags), no_host=True, packages=False)  # no framework index here
     write_plan(plan)
     return plan, yaml.safe_load((project / "cudabox.yaml").read_text())
 
@@ -209,7 +209,7 @@ def test_conda_environment_out_of_the_matrix_still_leaves_a_cudabox_yaml(tmp_pat
     text = text.replace('"torch==1.11.0"', '"torch==1.12.1"').replace('"torchvision==0.12.0"',
                                                                        '"torchvision==0.13.1"')
     (project / "cudabox.yaml").write_text(text)
-    run_cli("lock", "--no-host", cwd=project, check=0)
+    run_cli("lock", "--no-host", "--no-packages", cwd=project, check=0)  # download.pytorch.org: unreachable here
     assert read_lock(project).stack.frameworks[0].version == "1.12.1"
 
 
@@ -260,7 +260,7 @@ def test_no_dependency_files_leaves_the_template(tmp_path):
 
 def test_with_adds_to_an_empty_project(tmp_path):
     project = copy(tmp_path, "empty")
-    out = json.loads(run_cli("init", "--json", "--no-host", "--with", "torch==2.5.1", project, check=0).stdout)
+    out = json.loads(run_cli("init", "--json", "--no-host", "--no-packages", "--with", "torch==2.5.1", project, check=0).stdout)
     assert out["detected"]["requirements"] == ["torch==2.5.1"] and out["error"] is None
     assert yaml.safe_load((project / "cudabox.yaml").read_text())["requirements"] == ["torch==2.5.1"]
 
@@ -272,7 +272,7 @@ def test_typo_is_a_did_you_mean_and_a_file_to_edit(tmp_path):
     text = (project / "cudabox.yaml").read_text()
     assert "did you mean 'torch'" in text.split("\n\n")[0]
     assert yaml.safe_load(text)["requirements"] == ["numpy"]  # the rest of what was read is filled in
-    out = json.loads(run_cli("init", "--json", "--force", "--no-host", project).stdout)
+    out = json.loads(run_cli("init", "--json", "--force", "--no-host", "--no-packages", project).stdout)
     assert "did you mean 'torch'" in out["error"] and out["written"]
 
 
@@ -313,9 +313,13 @@ def test_git_requirements_bring_git_into_the_image(tmp_path):
         text = render(lock).dockerfile
         return text[text.rindex("USER 0:0"):text.index("COPY .cudabox/build/requirements.txt")]
 
+    from cudabox.resolve.stack import Pin
+
     project = copy(tmp_path, "pipfile")
     init(project)
-    lock = read_lock(project)
+    lock = read_lock(project)  # locked --no-packages (no framework index here): stand-in pins to render it
+    pin = Pin("fastapi", "0.1", "https://pypi.org/simple", (("https://x.example/fastapi-0.1-py3-none-any.whl", "a" * 64),))
+    lock = replace(lock, stack=replace(lock.stack, pins=()), project=replace(lock.project, pins=(pin,)))
     assert project_apt(lock).rstrip().endswith("install -y --no-install-recommends \\\n        git")
     plain = replace(lock, project=replace(lock.project, requirements=("fastapi",)))
     assert "apt-get" not in render(plain).dockerfile.split("USER 0:0")[-1]
@@ -332,7 +336,7 @@ def test_default_python_is_the_base_images_own(tmp_path):
     stack = plan.resolution.stack
     assert stack.python_install == "os" and stack.python == "3.12" and stack.base_image == "ubuntu:24.04"
     assert any(w.startswith("Python 3.12: the base image's own Python, supported by torch 2.9") for w in stack.why)
-    plan = plan_init(tmp_path, detect(tmp_path), python="3.13", no_host=True, force=True)  # python: still wins
+    plan = plan_init(tmp_path, detect(tmp_path), python="3.13", no_host=True, force=True, packages=False)  # python: still wins
     assert (plan.resolution.stack.python, plan.resolution.stack.python_install) == ("3.13", "uv")
 
 

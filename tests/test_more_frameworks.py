@@ -195,7 +195,7 @@ def _init(tmp_path, name):
 
     project = tmp_path / name
     shutil.copytree(PROJECTS / name, project)
-    plan = plan_init(project, detect(project), no_host=True)
+    plan = plan_init(project, detect(project), no_host=True, packages=False)  # offline: Paddle's index is unreachable
     write_plan(plan)
     return project, plan
 
@@ -247,7 +247,7 @@ def test_init_mxnet_project_is_refused_with_the_reasons(tmp_path):
     shutil.copytree(PROJECTS / "mxnet-legacy", project)
     found = detect(project)
     assert "mxnet-cu112==1.9.1" in found.requirements and found.python == "3.8"
-    plan = plan_init(project, found, no_host=True, refuse_eol_images=True)
+    plan = plan_init(project, found, no_host=True, refuse_eol_images=True, packages=False)
     assert isinstance(plan.error, Unsatisfiable) and plan.error.exit_code == 3
     reasons = "\n".join(plan.error.reasons)
     assert "nvidia/cuda 11.2.2 is deleted" in reasons and "refuse_eol_images is set" in reasons

@@ -26,17 +26,27 @@ import pytest
 
 from cudabox.errors import InputError
 from cudabox.lock.lockfile import Lock, ProjectInputs, write_lock
-from cudabox.knowledge.matrix import Matrix
-from cudabox.knowledge.model import Tool
-from cudabox.knowledge.model import Provenance, Thresholds
 from cudabox.image.render import RenderOptions, render
-from cudabox.resolve.stack import FrameworkPick, Stack, Target
+from cudabox.resolve.stack import FrameworkPick, Pin, Stack, Target
 
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 UPDATE = os.environ.get("CUDABOX_UPDATE_SNAPSHOTS") == "1"
-MATRIX = Matrix(thresholds=Thresholds(gemm_pass=0.5, bandwidth_pass=0.6, prov=Provenance(source=("test",))),
-                tools={"uv": Tool(name="uv", version="0.13.9", prov=Provenance(source=("test",)))})
+def pins(*reqs: str, index: str = "https://pypi.org/simple") -> tuple:
+    """Hand-written locked packages: name==version -> one wheel URL with a (made-up, fixed) sha256."""
+    out = []
+    for req in reqs:
+        name, _, version = req.partition("==")
+        wheel = f"{name.replace('-', '_')}-{version.replace('+', '%2B')}-py3-none-any.whl"
+        out.append(Pin(name, version, index, ((f"https://files.example.org/{wheel}",
+                                               hashlib.sha256(req.encode()).hexdigest()),)))
+    return tuple(out)
+
+
+# what the lock carries for the build (no matrix after lock): the uv pin and the smoke test
+TOOLS = {"uv": "0.13.9"}
+SMOKE = {"source_sha256": hashlib.sha256((REPO / "cudabox" / "image" / "smoke.py").read_bytes()).hexdigest(),
+         "gemm_pass": 0.5, "bandwidth_pass": 0.6}
 KEYWORDS = ("FROM", "RUN", "CMD", "LABEL", "MAINTAINER", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME",
             "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL")
 
@@ -52,7 +62,9 @@ def torch_slim(**changes) -> Stack:
         index_urls=("https://download.pytorch.org/whl/cu128",), requirement="cuda>=12.8", min_driver="570.26",
         driver_mode="unknown", targets=(Target("NVIDIA GeForce RTX 4090", "8.9", "sm_89", 165.2, 1008.0),),
         frameworks=(FrameworkPick("torch", "2.7.1", "cu128", "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"),),
-        why=("torch 2.7.1 (cu128): newest that satisfies everything",))
+        why=("torch 2.7.1 (cu128): newest that satisfies everything",), tools=TOOLS, smoke=SMOKE,
+        pins=pins("torch==2.7.1+cu128", "torchvision==0.22.1+cu128", index="https://download.pytorch.org/whl/cu128")
+        + pins("nvidia-cudnn-cu12==9.7.1.26", "numpy==2.3.1"))
     return replace(stack, **changes)
 
 
@@ -63,12 +75,14 @@ def tf210_runtime() -> Stack:
         base_image="nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04", os="ubuntu22.04",
         packages={"tensorflow": "2.10.1"}, requirements=("tensorflow==2.10.1",), index_urls=(),
         requirement="cuda>=11.0", min_driver="450.80.02", driver_mode="unknown",
-        frameworks=(FrameworkPick("tensorflow", "2.10.1", "system", "sm_35 sm_50 sm_60 sm_70 sm_75 sm_80"),))
+        frameworks=(FrameworkPick("tensorflow", "2.10.1", "system", "sm_35 sm_50 sm_60 sm_70 sm_75 sm_80"),),
+        tools=TOOLS, smoke=SMOKE, pins=pins("tensorflow==2.10.1", "numpy==1.26.4"))
 
 
 def torch_devel() -> Stack:
     return torch_slim(flavour="devel", base_image="nvidia/cuda:12.8.1-devel-ubuntu24.04",
-                      packages={"torch": "2.7.1+cu128"}, requirements=("torch==2.7.1+cu128",))
+                      packages={"torch": "2.7.1+cu128"}, requirements=("torch==2.7.1+cu128",),
+                      pins=pins("torch==2.7.1+cu128", index="https://download.pytorch.org/whl/cu128"))
 
 
 def plain_cuda_128() -> Stack:
@@ -77,7 +91,8 @@ def plain_cuda_128() -> Stack:
         base_image="debian:bookworm-slim", os="debian12",
         packages={"nvidia-cuda-runtime-cu12": "12.8.*", "nvidia-cuda-nvrtc-cu12": "12.8.*"},
         requirements=("nvidia-cuda-runtime-cu12==12.8.*", "nvidia-cuda-nvrtc-cu12==12.8.*"), index_urls=(),
-        requirement="cuda>=12.8", min_driver="570.26", driver_mode="unknown")
+        requirement="cuda>=12.8", min_driver="570.26", driver_mode="unknown", tools=TOOLS, smoke=SMOKE,
+        pins=pins("nvidia-cuda-runtime-cu12==12.8.90", "nvidia-cuda-nvrtc-cu12==12.8.93"))
 
 
 def project(**changes) -> ProjectInputs:
@@ -89,7 +104,10 @@ def project(**changes) -> ProjectInputs:
 
 
 def lock(stack: Stack, proj: ProjectInputs | None = None) -> Lock:
-    return Lock(project=proj or project(), stack=stack, inputs_hash="0" * 64, generated_by="cudabox test")
+    proj = proj or project()
+    if proj.pins is None:  # what `cudabox lock` pins for the project's requirements
+        proj = replace(proj, pins=pins(*(r.replace(">=", "==") for r in proj.requirements)))
+    return Lock(project=proj, stack=stack, inputs_hash="0" * 64, generated_by="cudabox test")
 
 
 CASES = {
@@ -104,7 +122,7 @@ CASES = {
 
 def rendered(case: str):
     subject, options = CASES[case]()
-    return render(subject, matrix=MATRIX, options=options)
+    return render(subject, options=options)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -224,7 +242,7 @@ def test_slim_torch_has_no_system_cuda():
 
 def test_slim_refuses_an_nvidia_cuda_base():
     with pytest.raises(InputError, match="slim"):
-        render(torch_slim(base_image="nvidia/cuda:12.8.1-runtime-ubuntu24.04"), matrix=MATRIX)
+        render(torch_slim(base_image="nvidia/cuda:12.8.1-runtime-ubuntu24.04"))
 
 
 def test_runtime_uses_the_stacks_base():
@@ -266,7 +284,7 @@ def test_every_image_sets_the_nvidia_environment_labels_and_a_user():
 
 def test_stack_label_hashes_to_the_stack_hash():
     stack = torch_slim()
-    for kw, rest in instructions(render(stack, matrix=MATRIX).dockerfile):
+    for kw, rest in instructions(render(stack).dockerfile):
         if kw == "LABEL":
             label = env_values(rest).get("io.cudabox.stack")
             if label:
@@ -283,7 +301,7 @@ def test_legacy_variant_has_no_mounts_and_cleans_apt_lists():
 
 
 def test_buildkit_without_secrets_keeps_the_caches():
-    text = render(lock(torch_slim()), matrix=MATRIX, options=RenderOptions(secrets=False)).dockerfile
+    text = render(lock(torch_slim()), options=RenderOptions(secrets=False)).dockerfile
     assert "--mount=type=cache" in text
     assert "type=secret" not in text and "/run/secrets" not in text
 
@@ -315,15 +333,49 @@ def test_project_files_come_last():
 def test_support_files_and_requirements():
     result = rendered("slim-torch")
     assert set(result.files) == {".cudabox/build/smoke.py", ".cudabox/build/expect.json",
-                                 ".cudabox/build/requirements.txt"}
+                                 ".cudabox/build/requirements.txt", ".cudabox/build/stack-requirements.txt"}
     assert result.files[".cudabox/build/smoke.py"] == (REPO / "cudabox" / "image" / "smoke.py").read_text()
+    # exactly the lock's files, each with its sha256: no index line, no range, nothing left to resolve
+    stack_lines = [line for line in result.files[".cudabox/build/stack-requirements.txt"].splitlines()
+                   if not line.startswith("#")]
+    assert [line.split(" @ ")[0] for line in stack_lines] == ["numpy", "nvidia-cudnn-cu12", "torch", "torchvision"]
+    assert stack_lines[2] == ("torch @ https://files.example.org/torch-2.7.1%2Bcu128-py3-none-any.whl --hash=sha256:"
+                              + hashlib.sha256(b"torch==2.7.1+cu128").hexdigest())
     reqs = result.files[".cudabox/build/requirements.txt"].splitlines()
-    body = [line for line in reqs if not line.startswith("#")]
-    assert body == ["--extra-index-url https://download.pytorch.org/whl/cu128", "torch==2.7.1+cu128",
-                    "torchvision==0.22.1+cu128", "nvidia-cudnn-cu12==9.7.1.26", "numpy>=2", "einops==0.8.1"]
+    body = [line.split(" --hash=sha256:")[0] for line in reqs if not line.startswith("#")]
+    assert body == ["einops @ https://files.example.org/einops-0.8.1-py3-none-any.whl",
+                    "numpy @ https://files.example.org/numpy-2-py3-none-any.whl"]
+    text = result.dockerfile
+    assert "--no-deps --require-hashes -r /opt/cudabox/stack-requirements.txt" in text
+    assert "--no-deps --require-hashes -r /opt/cudabox/requirements.txt" in text
+    assert "unsafe-best-match" not in text and "--index https://download.pytorch.org" not in text
     ignore = result.dockerignore.splitlines()
     for pattern in (".git", ".venv", "**/__pycache__", ".cudabox/*", "!.cudabox/build"):
         assert pattern in ignore
+
+
+def test_an_unpinned_lock_is_refused():
+    """A lock written with --no-packages (or by an older cudabox) pins nothing: building it would resolve."""
+    with pytest.raises(InputError, match="cudabox lock"):
+        render(lock(torch_slim(pins=None)))
+
+
+@pytest.mark.parametrize("pin", [
+    Pin("numpy", "2", "https://pypi.org/simple", (("https://x.example/numpy.whl\nRUN echo pwned", "a" * 64),)),
+    Pin("numpy", "2", "https://pypi.org/simple", (("https://x.example/numpy.whl' ; id ; '", "a" * 64),)),
+    Pin("numpy", "2", "https://pypi.org/simple", (("https://x.example/numpy.whl", "not-a-hash"),)),
+    Pin("numpy; id", "2", "https://pypi.org/simple", (("https://x.example/numpy.whl", "a" * 64),)),
+])
+def test_hostile_pins_are_refused(pin):
+    with pytest.raises(InputError):
+        render(lock(torch_slim(pins=(pin,))))
+
+
+def test_unlocked_catalog_stacks_never_take_the_best_match_across_indexes():
+    """A bare catalog stack has no pins: uv resolves in the build, each package from the first index that
+    has it (first-index), never the highest version across PyPI and the PyTorch index."""
+    text = render(torch_slim(pins=None)).dockerfile
+    assert "--index-strategy first-index" in text and "unsafe-best-match" not in text
 
 
 def test_expect_json():
@@ -341,9 +393,10 @@ def test_expect_json():
 
 def test_catalog_layout_options():
     opts = RenderOptions(support_dir="_support", expect_path="cuda/cuda-12.8-py3.11/expect.json", stack_only=True)
-    result = render(lock(plain_cuda_128()), matrix=MATRIX, options=opts)
+    result = render(lock(plain_cuda_128()), options=opts)
     copies = [rest for kw, rest in instructions(result.dockerfile) if kw == "COPY" and "--from" not in rest]
-    assert copies == ["_support/smoke.py /opt/cudabox/smoke.py",
+    assert copies == ["_support/stack-requirements.txt /opt/cudabox/stack-requirements.txt",
+                      "_support/smoke.py /opt/cudabox/smoke.py",
                       "cuda/cuda-12.8-py3.11/expect.json /opt/cudabox/expect.json"]
     assert result.target == "stack" and "AS project" not in result.dockerfile
 
@@ -372,8 +425,8 @@ def benign_project() -> ProjectInputs:
 @pytest.mark.parametrize("options", [RenderOptions(), RenderOptions(buildkit=False)], ids=["buildkit", "legacy"])
 @pytest.mark.parametrize("stack", [torch_slim, torch_devel], ids=["slim", "devel"])
 def test_hostile_values_add_no_instruction(stack, options, tmp_path):
-    clean = render(lock(stack(), benign_project()), matrix=MATRIX, options=options).dockerfile
-    hostile = render(lock(stack(), hostile_project()), matrix=MATRIX, options=options).dockerfile
+    clean = render(lock(stack(), benign_project()), options=options).dockerfile
+    hostile = render(lock(stack(), hostile_project()), options=options).dockerfile
     assert [kw for kw, _ in instructions(hostile)] == [kw for kw, _ in instructions(clean)]
     assert instruction_starts(hostile) == instruction_starts(clean) == len(instructions(clean))
     # the values arrive intact: ENV literal, RUN commands verbatim
@@ -414,7 +467,7 @@ def test_hostile_values_add_no_instruction(stack, options, tmp_path):
 ])
 def test_hostile_project_values_are_refused(field, value):
     with pytest.raises(InputError):
-        render(lock(torch_slim(), project(**{field: value})), matrix=MATRIX)
+        render(lock(torch_slim(), project(**{field: value})))
 
 
 @pytest.mark.parametrize("field,value", [
@@ -433,14 +486,14 @@ def test_hostile_project_values_are_refused(field, value):
 def test_hostile_lock_values_are_refused(field, value):
     """A lock file can be edited by hand: the renderer doesn't trust the stack either."""
     with pytest.raises(InputError):
-        render(lock(torch_slim(**{field: value})), matrix=MATRIX)
+        render(lock(torch_slim(**{field: value})))
 
 
 def test_quoted_stack_values_stay_single_words():
     """Requirements with shell metacharacters are quoted into one word each."""
     stack = torch_slim(requirements=('jax[cuda12]==0.6.0', 'nvidia-cuda-runtime-cu12==12.8.*',
-                                     'numpy<3; python_version >= "3.10"'))
-    text = render(stack, matrix=MATRIX).dockerfile
+                                     'numpy<3; python_version >= "3.10"'), pins=None)
+    text = render(stack).dockerfile
     assert "'jax[cuda12]==0.6.0'" in text and "'nvidia-cuda-runtime-cu12==12.8.*'" in text
     assert "'numpy<3; python_version >= \"3.10\"'" in text
     assert instruction_starts(text) == len(instructions(text))
@@ -451,7 +504,7 @@ def test_hostile_options_are_refused():
                  RenderOptions(expect_path="a b/expect.json"), RenderOptions(installer="conda"),
                  RenderOptions(uid=0), RenderOptions(title="x\nRUN echo")):
         with pytest.raises(InputError):
-            render(lock(torch_slim()), matrix=MATRIX, options=opts)
+            render(lock(torch_slim()), options=opts)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -472,6 +525,6 @@ def test_cli_dockerfile(tmp_path, capsys):
 def test_project_index_urls_never_reach_the_image():
     """They may carry credentials: the build passes them as BuildKit secrets, not in a file or layer."""
     secret = "https://user:s3cret@pypi.example/simple"
-    result = render(lock(torch_slim(), project(index_url=secret, extra_index_urls=(secret + "2",))), matrix=MATRIX)
+    result = render(lock(torch_slim(), project(index_url=secret, extra_index_urls=(secret + "2",))))
     for text in [result.dockerfile, result.dockerignore, *result.files.values()]:
         assert "s3cret" not in text and "pypi.example" not in text

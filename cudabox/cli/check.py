@@ -90,14 +90,13 @@ def export_k8s_check(
     from ..jobs.healthcheck import k8s_check_job
     from ..jobs.k8s import to_yaml
     from ..jobs.nodecheck import parse_level
-    from ..knowledge.loader import load
     from ..lock.lockfile import read_lock
 
     lock = read_lock(project)
     ref = image or project_tag(lock, project_dir=project)
     if registry and not image:
         ref = f"{registry.rstrip('/')}/{ref}"
-    manifest = k8s_check_job(load(project), lock, image=ref, nodes=nodes, gpus=gpus, level=parse_level(level),
+    manifest = k8s_check_job(lock, image=ref, nodes=nodes, gpus=gpus, level=parse_level(level),
                              name=name, namespace=namespace)
     _write(to_yaml(manifest), output_file, None, f"Job {manifest['metadata']['name']}")
 

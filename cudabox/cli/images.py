@@ -31,11 +31,10 @@ def dockerfile(
     import sys
 
     from ..lock.lockfile import read_lock
-    from ..knowledge.loader import load
     from ..image.render import RenderOptions, render
 
     lock = read_lock(project)
-    rendered = render(lock, matrix=load(project), options=RenderOptions(buildkit=not legacy, installer=installer))
+    rendered = render(lock, options=RenderOptions(buildkit=not legacy, installer=installer))
     if output_path is None:
         sys.stdout.write(rendered.dockerfile)
         return

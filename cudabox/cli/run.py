@@ -166,6 +166,9 @@ def init(path: Path = typer.Argument(Path("."), help="Project directory."),
          refuse_eol_images: bool = typer.Option(
              False, "--refuse-eol-images",
              help="Refuse end-of-life nvidia/cuda tags (written to cudabox.yaml as refuse_eol_images: true)."),
+         no_packages: bool = typer.Option(False, "--no-packages",
+                                          help="Lock the stack only, no package pins (offline; run `cudabox lock` "
+                                               "before building)."),
          no_host: bool = NO_HOST, json: bool = JSON):
     """Detect what the project needs, resolve, and write cudabox.yaml, cudabox.lock and .dockerignore.
 
@@ -180,7 +183,7 @@ def init(path: Path = typer.Argument(Path("."), help="Project directory."),
     found, error = detect_or_report(path, from_file=from_, with_=tuple(with_ or ()), extras=tuple(extra or ()),
                                     choose=choose)
     plan = plan_init(path, found, python=python, cuda=cuda, gpus=tuple(gpu or ()), driver=driver, no_host=no_host,
-                     force=force, error=error, refuse_eol_images=refuse_eol_images)
+                     force=force, error=error, refuse_eol_images=refuse_eol_images, packages=not no_packages)
     res = plan.resolution
     if json:
         written = write_plan(plan)

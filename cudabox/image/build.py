@@ -110,16 +110,13 @@ def ensure_image(project_dir=".", *, lock: Lock | None = None, plain: bool = Fal
 
     remember_project(Path(project_dir))
     engine = engine or connect(docker)
-    from ..knowledge.loader import load
-
-    matrix = load(project_dir)
     suffix = _platform_suffix(engine, platform)
     steps: list[dict] = []
     with _secrets(engine, lock, resolve_ca_cert(project_dir, ca_cert)) as secrets:
-        s_tag, s_id, s_reused = _ensure_stack(engine, lock.stack, matrix, secrets=secrets, no_cache=no_cache,
+        s_tag, s_id, s_reused = _ensure_stack(engine, lock.stack, secrets=secrets, no_cache=no_cache,
                                               platform=platform, suffix=suffix, plain=plain, progress=progress,
                                               steps=steps)
-        rendered = _render(lock, matrix, engine)
+        rendered = _render(lock, engine)
         ignores = _write_project_files(project_dir, rendered, s_tag)
         # a builder that can't see the engine's images (buildx with a docker-container driver) builds the
         # full Dockerfile: its stack stage then comes from that builder's cache
@@ -145,20 +142,16 @@ def ensure_image(project_dir=".", *, lock: Lock | None = None, plain: bool = Fal
                       seconds=time.monotonic() - started, pushed=tuple(pushed))
 
 
-def build_stack(stack: Stack, *, matrix=None, plain: bool = False, no_cache: bool = False, ca_cert=None,
+def build_stack(stack: Stack, *, plain: bool = False, no_cache: bool = False, ca_cert=None,
                 validate: bool = True, progress: bool = True, platform: str | None = None,
                 push: str | None = None, docker: str | None = None, engine: Engine | None = None) -> BuiltImage:
     """A bare stack (a catalog image): built in its own context under the user cache dir."""
     started = time.monotonic()
     engine = engine or connect(docker)
-    if matrix is None:
-        from ..knowledge.loader import load
-
-        matrix = load()
     steps: list[dict] = []
     suffix = _platform_suffix(engine, platform)
     with _secrets(engine, None, resolve_ca_cert(None, ca_cert)) as secrets:
-        tag, image_id, reused = _ensure_stack(engine, stack, matrix, secrets=secrets, no_cache=no_cache,
+        tag, image_id, reused = _ensure_stack(engine, stack, secrets=secrets, no_cache=no_cache,
                                               platform=platform, suffix=suffix, plain=plain, progress=progress,
                                               steps=steps)
     pushed = _push(engine, push, [(tag, image_id)], plain) if push else ()
@@ -171,13 +164,13 @@ def build_stack(stack: Stack, *, matrix=None, plain: bool = False, no_cache: boo
 # --------------------------------------------------------------------------- the two builds
 
 
-def _ensure_stack(engine, stack, matrix, *, secrets, no_cache, platform, suffix, plain, progress, steps):
+def _ensure_stack(engine, stack, *, secrets, no_cache, platform, suffix, plain, progress, steps):
     tag = stack_tag(stack, suffix)
     existing = engine.image(tag)
     if existing and not no_cache and _labels(existing).get("io.cudabox.stack.hash") == stack.hash:
         return tag, existing["Id"], True
     context = paths.cache_dir() / "build" / f"stack-{stack.hash[:TAG_LEN]}"
-    rendered = _render(stack, matrix, engine)
+    rendered = _render(stack, engine)
     files = dict(rendered.files, **{DOCKERFILE: rendered.dockerfile,
                                     DOCKERFILE + ".dockerignore": rendered.dockerignore})
     for rel, text in files.items():
@@ -192,11 +185,11 @@ def _labels(image: dict | None) -> dict:
     return ((image or {}).get("Config") or {}).get("Labels") or {}
 
 
-def _render(lock_or_stack, matrix, engine):
+def _render(lock_or_stack, engine):
     from .render import RenderOptions, render
 
     bk = engine.builder.buildkit
-    return render(lock_or_stack, matrix=matrix, options=RenderOptions(buildkit=bk, secrets=bk, support_dir=SUPPORT_DIR))
+    return render(lock_or_stack, options=RenderOptions(buildkit=bk, secrets=bk, support_dir=SUPPORT_DIR))
 
 
 def _run_build(engine, req: BuildRequest, title: str, plain: bool, progress: bool, steps: list, image: str) -> str:

@@ -210,7 +210,7 @@ def _image_files(image: Image, m) -> dict[str, str]:
     opts = RenderOptions(support_dir=SUPPORT_DIR, expect_path=f"{image.path}/expect.json", stack_only=True,
                          title=f"cudabox {image.entry.framework} {image.tag}", version=image.tag,
                          regenerate="cudabox images generate")
-    rendered = render(image.stack, matrix=m, options=opts)
+    rendered = render(image.stack, options=opts)
     stack = dict(image.stack.to_dict(), stack_hash=image.stack.hash, image=f"{image.entry.framework}:{image.tag}")
     return {f"{image.path}/Dockerfile": rendered.dockerfile, f"{image.path}/expect.json": rendered.expect_json,
             f"{image.path}/stack.json": json.dumps(stack, indent=2, sort_keys=True) + "\n"}

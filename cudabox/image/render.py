@@ -64,31 +64,35 @@ class Rendered:
     target: str = "project"  # the stage to build for the final image
 
 
-def render(lock_or_stack: Lock | Stack, *, matrix=None, options: RenderOptions = RenderOptions()) -> Rendered:
-    """Render a Lock (stack + project stages) or a bare Stack (stack stage only)."""
+def render(lock_or_stack: Lock | Stack, *, options: RenderOptions = RenderOptions()) -> Rendered:
+    """Render a Lock (stack + project stages) or a bare Stack (stack stage only), from it alone: the uv
+    version and the smoke thresholds are in the stack (no matrix is read after `lock`)."""
     lock = lock_or_stack if isinstance(lock_or_stack, Lock) else None
     stack = lock.stack if lock else lock_or_stack
     opts = _check_options(options)
     stack_only = opts.stack_only or lock is None
     support = opts.support_dir.rstrip("/")
     paths_in_context = {"smoke": f"{support}/smoke.py", "requirements": f"{support}/requirements.txt",
+                        "stack_lock": f"{support}/stack-requirements.txt",
                         "expect": opts.expect_path or f"{support}/expect.json"}
-    if matrix is None:  # the expectations and the pinned build tools come from the matrix
-        from ..knowledge.loader import load
-
-        matrix = load()
-    expect = expect_json(stack, matrix)
+    if lock is not None and (stack.pins is None or lock.project.pins is None):
+        raise InputError("cudabox.lock pins no packages (written with --no-packages, or by an older cudabox); "
+                         "run `cudabox lock` to pin and hash them before building")
+    smoke = smoke_source(stack)
+    expect = expect_json(stack)
     values = _stack_values(stack, opts)
-    values["uv_version"] = _match(_WORD, matrix.tools["uv"].version, "uv version (matrices/images.yaml tools)")
+    values["uv_version"] = _match(_WORD, stack.tools.get("uv"), "uv version (the lock's stack.tools)")
     project = None if stack_only else _project_values(lock, stack, dict(values["stack_labels"]),
                                                       values["runtime_base"])
     env = _jinja()
     context = dict(values, opts=opts, ctx=paths_in_context, project=project, user=USER, opt=OPT,
-                   stack_only=stack_only)
+                   stack_only=stack_only, locked=stack.pins is not None, stack_pins=bool(stack.pins))
     dockerfile = env.get_template("Dockerfile.j2").render(**context)
     dockerignore = env.get_template("dockerignore.j2").render(support_dir=support)
-    files = {paths_in_context["smoke"]: smoke_source(), paths_in_context["expect"]: expect}
-    if project is not None:
+    files = {paths_in_context["smoke"]: smoke, paths_in_context["expect"]: expect}
+    if stack.pins:
+        files[paths_in_context["stack_lock"]] = locked_txt(stack.pins, "the stack's packages")
+    if project is not None and project["has_requirements"]:
         files[paths_in_context["requirements"]] = requirements_txt(lock, stack)
     return Rendered(dockerfile=dockerfile, dockerignore=dockerignore, expect_json=expect, files=files,
                     target="stack" if stack_only else "project")
@@ -97,36 +101,57 @@ def render(lock_or_stack: Lock | Stack, *, matrix=None, options: RenderOptions =
 # --------------------------------------------------------------------------- support files
 
 
-def expect_json(stack: Stack, matrix=None) -> str:
+def expect_json(stack: Stack) -> str:
     """What the in-image smoke test checks (cudabox/image/smoke.py reads it), as sorted JSON."""
-    thresholds = getattr(matrix, "thresholds", None)
+    thresholds = {k: stack.smoke[k] for k in ("gemm_pass", "bandwidth_pass") if k in stack.smoke}
     data = {
         "schema": EXPECT_SCHEMA, "stack_hash": stack.hash, "python": stack.python, "cuda": stack.cuda,
         "cudnn": stack.cudnn, "packages": dict(stack.packages), "frameworks": list(stack.framework_names),
         "min_driver": stack.min_driver,
         "targets": [{"gpu": t.gpu, "cc": t.cc, "peak_fp16_tflops": t.peak_fp16_tflops,
                      "peak_bandwidth_gbs": t.peak_bandwidth_gbs} for t in stack.targets],
-        "thresholds": None if thresholds is None else {"gemm_pass": thresholds.gemm_pass,
-                                                       "bandwidth_pass": thresholds.bandwidth_pass},
+        "thresholds": thresholds or None,
     }
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def smoke_source() -> str:
-    return (Path(__file__).resolve().parent / "smoke.py").read_text(encoding="utf-8")
+def smoke_source(stack: Stack | None = None) -> str:
+    """smoke.py's text; with a stack, only when it is the smoke test the stack was locked with (its hash
+    is in the stack hash, so a changed smoke test never hides behind an existing stack image)."""
+    data = paths.smoke_file().read_bytes()
+    if stack is not None:
+        import hashlib
+
+        locked = stack.smoke.get("source_sha256")
+        if not locked or not stack.tools.get("uv"):
+            raise InputError("cudabox.lock predates the locked build tools and smoke test; run `cudabox lock`")
+        if hashlib.sha256(data).hexdigest() != locked:
+            raise InputError("the smoke test (cudabox/image/smoke.py) changed since cudabox.lock was written "
+                             "(cudabox upgraded?); run `cudabox lock` to lock the new one")
+    return data.decode("utf-8")
+
+
+def locked_txt(pins, what: str) -> str:
+    """Locked pins as pip requirements: one exact file per package with its sha256, installed with
+    --no-deps --require-hashes (a changed file fails the build; nothing else is resolved or fetched)."""
+    from ..lock.packages import requirements_lines
+
+    lines = [f"# Generated by cudabox from cudabox.lock ({what}); do not edit (edit cudabox.yaml, then `cudabox lock`).",
+             "# Installed with --no-deps --require-hashes: exactly these files, nothing resolved."]
+    for line in requirements_lines(sorted(pins, key=lambda p: p.name)):
+        name, rest = line.split(" @ ", 1)
+        url, sha = rest.split(" --hash=sha256:")
+        _requirement(name, what)
+        _url_or_file(url, what)
+        if not re.fullmatch(r"[0-9a-f]{64}", sha):
+            raise InputError(f"{what}: {name}: {sha!r} is not a sha256")
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def requirements_txt(lock: Lock, stack: Stack) -> str:
-    """The project's pip requirements; the stack's pins come first so that nothing here can replace them."""
-    p = lock.project
-    lines = ["# Generated by cudabox from cudabox.lock; do not edit (edit cudabox.yaml, then `cudabox lock`).",
-             "# The stack's pins are already installed: listed so that the project's packages can't replace them.",
-             "# The project's own index URLs arrive as build secrets (they may hold credentials), not here."]
-    for url in stack.index_urls:
-        lines.append(f"--extra-index-url {_url(url, 'extra index URL')}")
-    lines += [_requirement(r, "stack requirement") for r in stack.requirements]
-    lines += [_requirement(r, "requirement") for r in p.requirements]
-    return "\n".join(lines) + "\n"
+    """The project's locked packages (what its requirements add to the stack's)."""
+    return locked_txt(lock.project.pins or (), "the project's packages")
 
 
 # --------------------------------------------------------------------------- values for the template
@@ -187,21 +212,20 @@ def _project_values(lock: Lock, stack: Stack, stack_labels: dict, runtime_base: 
     for i, cmd in enumerate(p.run, 1):
         if not isinstance(cmd, str) or "\x00" in cmd:
             raise InputError(f"run step {i}: commands must be text without NUL bytes")
-    requirements_txt(lock, stack)  # validates every line before anything is written
+    if lock.project.pins:
+        requirements_txt(lock, stack)  # validates every line before anything is written
     own = {"org.opencontainers.image.title": name, "io.cudabox.project": name, "io.cudabox.lock.hash": lock.hash}
     system = list(p.system_packages) + (["git"] if needs_git(p.requirements) and not any(
         s.split("=")[0] == "git" for s in p.system_packages) else [])  # pip clones git+ requirements
     return dict(name=name, system_packages=system, env=env, workdir=workdir.rstrip("/"),
-                run=list(p.run), has_requirements=bool(p.requirements), labels=sorted(own.items()),
+                run=list(p.run), has_requirements=bool(p.pins), labels=sorted(own.items()),
                 final_labels=runtime_base and sorted(  # devel: the runtime stage carries every label
                     {**stack_labels, **own, "org.opencontainers.image.base.name": runtime_base}.items()))
 
 
 def stack_label(stack: Stack) -> str:
     """The stack's build fields as canonical JSON: sha256 of this label is io.cudabox.stack.hash."""
-    data = stack.to_dict()
-    return json.dumps({k: data[k] for k in Stack.BUILD_FIELDS}, sort_keys=True, separators=(",", ":"),
-                      default=str)
+    return json.dumps(stack.build_dict(), sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _check_options(opts: RenderOptions) -> RenderOptions:
@@ -240,6 +264,13 @@ def _image(ref) -> str:
 
 def _requirement(text, what: str) -> str:
     return parse_requirement(_text(text, what), what=what)
+
+
+def _url_or_file(url, what: str) -> str:
+    """A locked file's URL: http(s) (no credentials) or file:// (local test indexes); one line, no quotes."""
+    if isinstance(url, str) and url.startswith("file:///") and not re.search(r"[\s'\"\\]", url):
+        return _text(url, what)
+    return _url(url, what)
 
 
 def _url(url, what: str) -> str:

@@ -52,7 +52,6 @@ def k8s_manifest(project: Path, command: list[str], *, gpus: int, name=None, nam
                  registry=None, image=None, lock=None) -> dict:
     """The batch/v1 Job of `export k8s` and `run --on k8s`."""
     from ..image.build import project_tag
-    from ..knowledge.loader import load
     from ..lock.lockfile import read_lock
     from .k8s import job
 
@@ -60,7 +59,7 @@ def k8s_manifest(project: Path, command: list[str], *, gpus: int, name=None, nam
     ref = image or project_tag(lock, project_dir=project)
     if registry and not image:
         ref = f"{registry.rstrip('/')}/{ref}"
-    return job(load(project), lock, image=ref, command=command, name=name, gpus=gpus, namespace=namespace,
+    return job(lock, image=ref, command=command, name=name, gpus=gpus, namespace=namespace,
                shm_size=shm_size)
 
 

@@ -109,31 +109,35 @@ def candidates(project_dir: Path | None, catalog_dir: Path | None) -> list[Candi
 
 
 def stack_runs(m: Matrix, stack: Stack, node: Node, *, allow_forward_compat: bool = False) -> Verdict:
-    """Would this built stack run on this node? Uses the resolver's driver and coverage rules."""
-    request = Request(gpus=(node.gpu,), driver=node.driver,
-                      allow_forward_compat=allow_forward_compat and stack.flavour != "slim")
-    chooser = Chooser(m, request)
+    """Would this built stack run on this node? The lock's own answer (cudabox/lock/fit.py), after the one
+    fact about the node alone the matrix knows: a driver older than the first toolkit that knows its GPU."""
+    from ..lock.fit import Gpu, stack_runs as fits
+
+    chooser = Chooser(m, Request(gpus=(node.gpu,), driver=node.driver))
     if chooser.host_problems:
         return Verdict(False, chooser.host_problems[0])
-    mode, why = chooser.driver_mode(stack.cuda)
-    if mode is None:
-        return Verdict(False, why)
-    if not stack.frameworks:
-        tk = m.toolkit(stack.cuda)
-        if tk is None:
-            return Verdict(False, f"CUDA {stack.cuda} is not in the matrix")
-        if not tk.can_compile(node.gpu.cc):
-            return Verdict(False, f"CUDA {stack.cuda} cannot compile {node.gpu.sm} ({node.gpu.name})")
-        return Verdict(True, why, mode)
-    for pick in stack.frameworks:
-        build = next((b for b in m.builds_of(pick.name) if b.version == pick.version and b.variant == pick.variant),
-                     None)
-        if build is None:
-            return Verdict(False, f"{pick.name} {pick.version} ({pick.variant}) is not in the matrix")
-        problem = chooser.build_problem(build)
-        if problem:
-            return Verdict(False, problem[1])
-    return Verdict(True, why, mode)
+    if stack.runs_on is None:
+        stack = _with_facts(m, stack)
+        if isinstance(stack, str):
+            return Verdict(False, stack)
+    fit = fits(stack, node.driver, [Gpu(node.gpu.name, node.gpu.cc, node.gpu.datacenter)])
+    return Verdict(fit.ok, fit.why, fit.mode)
+
+
+def _with_facts(m: Matrix, stack: Stack) -> Stack | str:
+    """A stack.json written before run facts existed: derive them from the matrix (fleet plan's own input),
+    or say why not."""
+    from ..resolve.facts import run_facts
+
+    builds = [b for pick in stack.frameworks for b in m.builds_of(pick.name)
+              if b.version == pick.version and b.variant == pick.variant]
+    if len(builds) != len(stack.frameworks):
+        missing = next(p for p in stack.frameworks if not any(b.framework == p.name and b.version == p.version
+                                                              and b.variant == p.variant for b in builds))
+        return f"{missing.name} {missing.version} ({missing.variant}) is not in the matrix"
+    if not stack.frameworks and m.toolkit(stack.cuda) is None:
+        return f"CUDA {stack.cuda} is not in the matrix"
+    return replace(stack, runs_on=run_facts(m, stack, builds))
 
 
 def cuda_window(m: Matrix, node: Node) -> list[str]:

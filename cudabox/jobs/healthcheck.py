@@ -44,7 +44,7 @@ def slurm_script(*, level: int = 1, python: str | None = None, check_python: str
         level=level, python=python or sys.executable, check_args=args, gpus=gpus)
 
 
-def k8s_check_job(m, lock, *, image: str, nodes: int = 1, gpus: int = 1, level: int = 1, name: str | None = None,
+def k8s_check_job(lock, *, image: str, nodes: int = 1, gpus: int = 1, level: int = 1, name: str | None = None,
                   namespace: str | None = None) -> dict:
     """An Indexed Job: NODES pods, at most one per node, each checking GPUS GPUs of its node."""
     if nodes < 1:
@@ -61,7 +61,7 @@ def k8s_check_job(m, lock, *, image: str, nodes: int = 1, gpus: int = 1, level: 
         command = ["sh", "-c", f"rc=0; for d in $(seq 0 {gpus - 1}); do {smoke} --device $d; r=$?; "
                                "[ $r -eq 1 ] && failed=1; [ $r -eq 0 ] || rc=$r; done; "
                                "[ -n \"$failed\" ] && exit 1; exit $rc"]
-    manifest = job(m, lock, image=image, command=command, name=name, gpus=gpus, namespace=namespace)
+    manifest = job(lock, image=image, command=command, name=name, gpus=gpus, namespace=namespace)
     labels = manifest["metadata"]["labels"]
     labels["cudabox.io/check"] = "quick" if level == 1 else f"level-{level}"
     spec = manifest["spec"]

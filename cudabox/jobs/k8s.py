@@ -1,6 +1,6 @@
 """`cudabox export k8s`: a batch/v1 Job that runs the project's command in its image on a GPU node.
 
-Scheduling follows from the lock, through the labels NVIDIA GPU Feature
+Scheduling follows from the lock's run facts alone (cudabox/lock/fit.py), through the labels NVIDIA GPU Feature
 Discovery puts on GPU nodes, so the Job lands only where its stack runs:
 
 * the driver: `nvidia.com/cuda.driver-version.major/minor/revision` at least
@@ -9,7 +9,7 @@ Discovery puts on GPU nodes, so the Job lands only where its stack runs:
   forward-compatible stacks also accept the driver branches their
   NVIDIA_REQUIRE_CUDA names (`driver>=535,driver<536`);
 * the GPU: `nvidia.com/gpu.compute.major/minor` of the lock's target GPUs, or
-  of every GPU the matrix knows that the stack's code covers; the target GPUs'
+  of every GPU the matrix knew at lock time that the stack's code covers; the target GPUs'
   `nvidia.com/gpu.product` names are a preference, not a requirement (an
   A100 PCIe runs what an A100 SXM runs).
 
@@ -27,8 +27,8 @@ import re
 import yaml
 
 from ..errors import InputError
-from ..knowledge.matrix import Matrix
 from ..knowledge.model import DriverVersion, cc_tuple
+from ..lock.fit import covered_ccs, facts_of
 from ..resolve.stack import Stack
 
 LABEL = "nvidia.com/"
@@ -36,7 +36,6 @@ DRIVER = LABEL + "cuda.driver-version."
 UID = 1000  # the image's `cudabox` user (render.RenderOptions.uid)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
-_BRANCH = re.compile(r"driver>=(\d+),driver<(\d+)")
 
 
 def job_name(project: str, lock_hash: str) -> str:
@@ -59,9 +58,11 @@ def _expr(key: str, op: str, values: list) -> dict:
     return {"key": key, "operator": op, "values": [str(v) for v in values]}
 
 
-def driver_terms(m: Matrix, stack: Stack) -> list[list[dict]]:
+def driver_terms(stack: Stack) -> list[list[dict]]:
     """Alternatives (ORed), each a list of ANDed expressions, that accept the drivers the stack runs on."""
-    floor = _min_driver(m, stack)
+    facts = facts_of(stack)
+    floor_text = facts.minor_compat_driver or facts.native_driver
+    floor = DriverVersion.parse(floor_text) if floor_text else None
     terms = []
     if floor is not None:
         major, minor, rev = (list(floor.parts) + [0, 0])[:3]
@@ -76,35 +77,27 @@ def driver_terms(m: Matrix, stack: Stack) -> list[list[dict]]:
                 terms.append(same + [_expr(DRIVER + "minor", "Gt", [minor])])
                 terms.append(same + [_expr(DRIVER + "minor", "In", [minor]),
                                      _expr(DRIVER + "revision", "Gt", [rev - 1])])
-    branches = sorted({int(lo) for lo, hi in _BRANCH.findall(stack.requirement) if int(hi) == int(lo) + 1})
-    if branches:  # forward compatibility: these driver branches run the newer CUDA through cuda-compat
-        terms.append([_expr(DRIVER + "major", "In", branches)])
+    if facts.forward_compat_branches:  # these driver branches run the newer CUDA through cuda-compat
+        terms.append([_expr(DRIVER + "major", "In", list(facts.forward_compat_branches))])
     return terms
 
 
-def _min_driver(m: Matrix, stack: Stack) -> DriverVersion | None:
-    try:
-        return DriverVersion.parse(stack.min_driver) if stack.min_driver else None
-    except ValueError:  # "R535 (forward compatibility)": the requirement's cuda>= part says the native floor
-        pass
-    match = re.match(r"cuda>=(\d+\.\d+)", stack.requirement)
-    tk = m.toolkit(match.group(1)) if match else None
-    return tk.min_driver if tk else None
-
-
-def gpu_terms(m: Matrix, stack: Stack) -> list[list[dict]]:
+def gpu_terms(stack: Stack) -> list[list[dict]]:
     """Alternatives accepting the compute capabilities the stack must (targets) or can (coverage) run on."""
+    facts = facts_of(stack)
     if stack.targets:
         ccs = {cc_tuple(t.cc) for t in stack.targets}
         open_above = None
     else:
-        ccs, open_above = covered(m, stack)
+        served, above = covered_ccs(stack)
+        ccs = {cc_tuple(cc) for cc in served}
+        open_above = cc_tuple(facts.known_ccs[-1])[0] if above else None
     by_major: dict[int, set[int]] = {}
     for major, minor in ccs:
         by_major.setdefault(major, set()).add(minor)
     known = {}
-    for g in m.gpus:
-        major, minor = cc_tuple(g.cc)
+    for cc in facts.known_ccs:
+        major, minor = cc_tuple(cc)
         known.setdefault(major, set()).add(minor)
     whole = sorted(maj for maj, mins in by_major.items() if not stack.targets and mins >= known.get(maj, set()))
     terms = [[_expr(LABEL + "gpu.compute.major", "In", whole)]] if whole else []
@@ -116,55 +109,28 @@ def gpu_terms(m: Matrix, stack: Stack) -> list[list[dict]]:
     return terms
 
 
-def covered(m: Matrix, stack: Stack) -> tuple[set[tuple[int, int]], int | None]:
-    """Compute capabilities (of the GPUs the matrix knows) the stack carries code for, and the major
-    above which PTX JIT keeps serving newer GPUs (None when the code stops at a known GPU)."""
-    ccs = sorted({cc_tuple(g.cc) for g in m.gpus})
-    jit = stack.driver_mode != "minor-compat"
-    if not stack.frameworks:
-        tk = m.toolkit(stack.cuda)
-        return ({cc for cc in ccs if tk and tk.can_compile(f"{cc[0]}.{cc[1]}")}, None)
-    builds = []
-    for pick in stack.frameworks:
-        b = next((b for b in m.builds_of(pick.name) if b.version == pick.version and b.variant == pick.variant), None)
-        if b is None:
-            raise InputError(f"{pick.name} {pick.version} ({pick.variant}) is not in the matrix; "
-                             "cannot derive the GPUs it runs on (re-lock, or update the matrix)")
-        builds.append(b)
-    ok = {cc for cc in ccs if all(b.arch.coverage(f"{cc[0]}.{cc[1]}", ptx_jit=jit) for b in builds)}
-    top = ccs[-1] if ccs else None
-    ptx_top = top in ok and all((b.arch.coverage(f"{top[0]}.{top[1]}", ptx_jit=jit) or "").startswith(("ptx", "cc"))
-                                for b in builds)
-    return ok, (top[0] if ptx_top else None)
-
-
-def affinity(m: Matrix, stack: Stack) -> dict:
-    drivers = driver_terms(m, stack) or [[]]
-    gpus = gpu_terms(m, stack)
+def affinity(stack: Stack) -> dict:
+    """Node affinity from the lock's run facts (cudabox/lock/fit.py); no matrix."""
+    drivers = driver_terms(stack) or [[]]
+    gpus = gpu_terms(stack)
     if not gpus:
-        raise InputError(f"the stack (CUDA {stack.cuda}) carries code for none of the GPUs the matrix knows")
+        raise InputError(f"the stack (CUDA {stack.cuda}) carries code for none of the GPUs the matrix knew")
     terms = [{"matchExpressions": d + g} for d in drivers for g in gpus if d + g]
     out = {}
     if terms:
         out["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-    products = sorted({_product(m, t.gpu) for t in stack.targets})
+    names = dict(facts_of(stack).products)
+    products = sorted({names.get(t.gpu, t.gpu) for t in stack.targets})
     if products:
         out.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
             {"weight": 100, "preference": {"matchExpressions": [_expr(LABEL + "gpu.product", "In", products)]}}]
     return out
 
 
-def _product(m: Matrix, name: str) -> str:
-    """GFD's gpu.product: the nvidia-smi name with spaces as dashes ("NVIDIA-A100-SXM4-80GB")."""
-    gpu = m.find_gpu(name)
-    smi = next((a for a in (gpu.aliases if gpu else ()) if a.upper().startswith(("NVIDIA", "TESLA"))), name)
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", smi).strip("-")[:63]
-
-
 # --------------------------------------------------------------------------- the Job
 
 
-def job(m: Matrix, lock, *, image: str, command: list[str], name: str | None = None, gpus: int = 1,
+def job(lock, *, image: str, command: list[str], name: str | None = None, gpus: int = 1,
         namespace: str | None = None, shm_size: str | None = None, backoff_limit: int = 0) -> dict:
     """The Job as a dict, keys in the order kubectl prints them."""
     if not command:
@@ -192,7 +158,7 @@ def job(m: Matrix, lock, *, image: str, command: list[str], name: str | None = N
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        **({"affinity": affinity(m, stack)} if gpus else {}),
+        **({"affinity": affinity(stack)} if gpus else {}),
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}] if gpus else [],
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": shm}],

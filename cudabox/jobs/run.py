@@ -85,10 +85,9 @@ def fresh_lock(project: Path, *, no_host: bool = False):
     old = read_lock(project) if (project / LOCK_FILE).exists() else None
     if old is not None and old.inputs_hash == spec.inputs_hash:
         return old
-    from ..lock.resolution import resolve_project
+    from ..lock.resolution import lock_project
 
-    res = resolve_project(spec, no_host=no_host)
-    lock = res.lock()
+    _, lock = lock_project(spec, no_host=no_host, previous=old)
     write_lock(lock, project)
     if old is None:
         say(f"no {LOCK_FILE} yet: locked {spec.source_file} (stack {lock.stack_hash[:12]})")
@@ -139,30 +138,17 @@ def parse_gpus(text: str) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def driver_problem(stack, driver: str, requirement: str | None = None, matrix=None) -> str | None:
-    """None when `driver` runs the stack; else why not, naming the driver needed.
+def driver_problem(stack, driver: str, gpus=()) -> str | None:
+    """None when `driver` (and the host's GPUs, when given) run the stack; else why not, naming the driver
+    needed. Docker's CDI path skips the NVIDIA toolkit's own NVIDIA_REQUIRE_CUDA check, so cudabox does it,
+    from the lock alone (cudabox/lock/fit.py: no matrix)."""
+    from ..lock.fit import stack_runs
 
-    Docker's CDI path skips the NVIDIA toolkit's own NVIDIA_REQUIRE_CUDA check, so
-    cudabox does it: natively or by minor-version compatibility per the matrix;
-    forward compatibility only when the lock chose it (its branch ranges).
-    """
-    from ..knowledge.loader import load
-    from ..knowledge.model import DriverVersion
-
-    d = DriverVersion.parse(driver)
-    requirement = requirement or stack.requirement
-    if stack.driver_mode == "forward-compat":
-        ranges = re.findall(r"driver>=(\d+),driver<(\d+)", requirement)
-        if any(int(lo) <= d.branch < int(hi) for lo, hi in ranges):
-            return None
-    m = matrix or load()
-    floor = re.search(r"cuda>=(\d+\.\d+)", requirement)
-    need = floor.group(1) if floor else stack.cuda
-    if m.runs_natively(d, need) and (stack.driver_mode != "minor-compat" or m.minor_compatible(d, stack.cuda)):
+    fit = stack_runs(stack, driver, gpus)
+    if fit.ok:
         return None
-    return (f"this image needs an NVIDIA driver >= {stack.min_driver or '?'} ({requirement}); the host's "
-            f"driver {d} runs CUDA {m.driver_cuda(d) or '?'}. Upgrade the driver, or re-lock for it: set "
-            f"`driver: \"{d}\"` in cudabox.yaml (or run `cudabox lock` on this host without one)")
+    return (f"{fit.why}. Upgrade the driver, or re-lock for it: set `driver: \"{driver}\"` in cudabox.yaml "
+            "(or run `cudabox lock` on this host without one)")
 
 
 def preflight(lock, image: dict, *, no_host: bool = False) -> None:
@@ -171,8 +157,8 @@ def preflight(lock, image: dict, *, no_host: bool = False) -> None:
     host = host_mod.detect(ignore=no_host)
     if not host.driver:
         return  # nothing to compare; the engine says what's missing
-    labels = (image.get("Config") or {}).get("Labels") or {}
-    problem = driver_problem(lock.stack, host.driver, labels.get("io.cudabox.requirement"))
+    gpus = [g for g in host.gpus if g.cc]
+    problem = driver_problem(lock.stack, host.driver, gpus)
     if problem:
         raise EnvironmentProblem(problem)
 

@@ -363,7 +363,8 @@ def _read_plugins(doc, m: Matrix, fw: Framework):
 def _read_images(doc, m: Matrix):
     for node in _records(doc, "os", "images.yaml"):
         r = _rec(node, "OS")
-        info = OSInfo(os=r.get("os", f.string), python=r.get("python", f.minor), prov=r.prov())
+        info = OSInfo(os=r.get("os", f.string), python=r.get("python", f.minor), prov=r.prov(),
+                      glibc=r.get("glibc", f.minor, None))
         r.done()
         m.os_info[info.os] = info
     for node in _records(doc, "tools", "images.yaml"):

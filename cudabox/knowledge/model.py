@@ -387,6 +387,7 @@ class OSInfo:
     os: str  # ubuntu24.04 | debian12
     python: str  # its system python3
     prov: Provenance
+    glibc: str | None = None  # its libc6 ("2.36"): wheels must be manylinux_2_X with X <= this
 
 
 @dataclass(frozen=True)

@@ -53,13 +53,12 @@ def detect_or_report(directory: Path, **how) -> tuple[Detected, CudaboxError | N
 def plan_init(directory: Path, found: Detected, *, python: str | None = None, cuda: str | None = None,
               gpus: tuple[str, ...] = (), driver: str | None = None, no_host: bool = False,
               force: bool = False, error: CudaboxError | None = None,
-              refuse_eol_images: bool = False) -> Plan:
+              refuse_eol_images: bool = False, packages: bool = True) -> Plan:
     """Resolve what was detected and prepare the files; raises (writing nothing) only for bad flags and
     files that exist. A detection `error`, an invalid detected value or an unsatisfiable request give a
     Plan with only cudabox.yaml (the reasons at its top) and `error` set."""
     from .. import host as host_mod
-    from .lockfile import make_lock
-    from .resolution import resolve_project
+    from .resolution import lock_project
     from ..project.spec import load_spec
 
     directory = Path(directory)
@@ -84,7 +83,7 @@ def plan_init(directory: Path, found: Detected, *, python: str | None = None, cu
             error = InputError(f"{exc} (in the cudabox.yaml init wrote; check the detected values)")
         else:
             try:
-                res = resolve_project(spec, no_host=no_host, host=host)
+                res, lock = lock_project(spec, no_host=no_host, host=host, packages=packages)
             except (InputError, Unsatisfiable) as exc:
                 error = exc
     kept = [DOCKERIGNORE] if (directory / DOCKERIGNORE).exists() and not force else []
@@ -94,7 +93,6 @@ def plan_init(directory: Path, found: Detected, *, python: str | None = None, cu
         if not kept:
             files[DOCKERIGNORE] = DOCKERIGNORE_TEXT
         return Plan(directory=directory, detected=found, files=files, resolution=None, kept=kept, error=error)
-    lock = make_lock(spec, res.stack, list(res.others))
     files = {SPEC_FILE: text, LOCK_FILE: lock.to_json()}
     if not kept:
         files[DOCKERIGNORE] = DOCKERIGNORE_TEXT

@@ -17,7 +17,7 @@ from .. import __version__
 from ..errors import CheckFailed, InputError
 from ..files import display_path, read_input_text, write_atomic
 from ..project.spec import ProjectSpec, load_spec
-from ..resolve.stack import Stack, digest
+from ..resolve.stack import Pin, Stack, digest
 
 LOCK_FILE = "cudabox.lock"
 FORMAT = "cudabox.lock/v1"
@@ -35,12 +35,14 @@ class ProjectInputs:
     workdir: str = "/workspace"
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
+    pins: tuple[Pin, ...] | None = None  # what the requirements add to the stack, locked (None: not locked)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "requirements": list(self.requirements),
                 "system_packages": list(self.system_packages), "env": dict(self.env), "run": list(self.run),
                 "workdir": self.workdir, "index_url": self.index_url,
-                "extra_index_urls": list(self.extra_index_urls)}
+                "extra_index_urls": list(self.extra_index_urls),
+                "pins": None if self.pins is None else [p.to_dict() for p in sorted(self.pins, key=lambda p: p.name)]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ProjectInputs":
@@ -48,7 +50,8 @@ class ProjectInputs:
                    system_packages=tuple(d.get("system_packages", ())),
                    env=tuple((k, v) for k, v in d.get("env", {}).items()), run=tuple(d.get("run", ())),
                    workdir=d.get("workdir", "/workspace"), index_url=d.get("index_url"),
-                   extra_index_urls=tuple(d.get("extra_index_urls", ())))
+                   extra_index_urls=tuple(d.get("extra_index_urls", ())),
+                   pins=None if d.get("pins") is None else tuple(Pin.from_dict(p) for p in d["pins"]))
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,41 @@ class Lock:
             "project": self.project.to_dict(),
             "stack": self.stack.to_dict(),
         }
-        return json.dumps(data, indent=2) + "\n"
+        return dump_json(data)
 
 
-def make_lock(spec: ProjectSpec, stack: Stack, others: list[str]) -> Lock:
+def dump_json(data: dict) -> str:
+    """Indented JSON, except that each locked package stays on one line (sorted by name): a pin change is
+    a one-line diff."""
+    lines = {}
+
+    def mark(pins):
+        out = []
+        for pin in sorted(pins, key=lambda p: p["name"]):
+            key = f"\x00pin{len(lines)}\x00"
+            lines[json.dumps(key)] = json.dumps(pin, separators=(", ", ": "))
+            out.append(key)
+        return out
+
+    for part in ("project", "stack"):
+        if data.get(part, {}).get("pins") is not None:
+            data[part] = dict(data[part], pins=mark(data[part]["pins"]))
+    text = json.dumps(data, indent=2)
+    for key, line in lines.items():
+        text = text.replace(key, line)
+    return text + "\n"
+
+
+def make_lock(spec: ProjectSpec, stack: Stack, others: list[str], project_pins=None) -> Lock:
+    """project_pins None: the packages were not locked (a stack-only lock; `cudabox build` refuses it)."""
+    if stack.pins is None:
+        project_pins = None
+    elif project_pins is None:
+        project_pins = ()
     project = ProjectInputs(
         name=spec.name, requirements=tuple(others), system_packages=spec.system_packages, env=spec.env,
-        run=spec.run, workdir=spec.workdir, index_url=spec.index_url, extra_index_urls=spec.extra_index_urls)
+        run=spec.run, workdir=spec.workdir, index_url=spec.index_url, extra_index_urls=spec.extra_index_urls,
+        pins=None if project_pins is None else tuple(project_pins))
     return Lock(project=project, stack=stack, inputs_hash=spec.inputs_hash, inputs=spec.inputs)
 
 
@@ -175,9 +206,9 @@ def _wrong_shape(value, shape=_SHAPE, where: str = "") -> str | None:
     return None
 
 
-def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:
+def is_stale(directory: Path = Path("."), *, build_inputs: bool = False) -> tuple[bool, str]:
     """(stale?, why). A lock is stale when cudabox.yaml (or its requirements file) changed since."""
-    lock = read_lock(directory)
+    lock = read_lock(directory)  # intact: its content matches its lock_hash
     spec = load_spec(directory)
     if spec.inputs_hash != lock.inputs_hash:
         before, now = dict(lock.inputs), dict(spec.inputs)
@@ -185,11 +216,30 @@ def is_stale(directory: Path = Path(".")) -> tuple[bool, str]:
                   [f for f in now if f not in before and before] + [f for f in before if f not in now]
         what = ", ".join(changed) if changed else spec.source_file
         return True, f"{what} changed since {LOCK_FILE} was written"
+    changed = build_inputs_changed(lock, directory) if build_inputs else None
+    if changed:
+        return True, changed
     return False, f"{LOCK_FILE} is up to date with {spec.source_file}"
 
 
-def check_lock(directory: Path = Path(".")) -> str:
-    stale, why = is_stale(directory)
+def build_inputs_changed(lock: Lock, directory: Path) -> str | None:
+    """What changed in the stack image's inputs outside cudabox.yaml (the uv pin, the smoke test), or None.
+    `lock --check` asks (it may read the matrix); steps after lock don't: render refuses a changed smoke.py."""
+    from ..knowledge.loader import load
+    from ..resolve.facts import build_inputs
+
+    tools, smoke = build_inputs(load(directory))
+    if lock.stack.tools != tools:
+        return f"the build tools changed since {LOCK_FILE} was written ({lock.stack.tools} -> {tools})"
+    if lock.stack.smoke != smoke:
+        return f"the smoke test (smoke.py or its thresholds) changed since {LOCK_FILE} was written"
+    return None
+
+
+def check_lock(directory: Path = Path("."), *, build_inputs: bool = False) -> str:
+    """Raise CheckFailed when the lock is stale. `build_inputs` (`lock --check`) also compares the uv pin and
+    the smoke test with the matrix; steps after lock (build) don't read the matrix, so they leave it off."""
+    stale, why = is_stale(directory, build_inputs=build_inputs)
     if stale:
         raise CheckFailed(f"{why}; run `cudabox lock`")
     return why

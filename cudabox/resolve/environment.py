@@ -353,7 +353,7 @@ class Chooser:
             why.append("forward compatibility needs NVIDIA's cuda-compat libraries: runtime flavour")
         python, install, base, os_id = self._python_and_base(self.pythons(builds), flavour, tag, os_name)
 
-        packages, requirements, indexes = {}, [], []
+        packages, requirements, indexes, sources = {}, [], [], {}
         if not system and pin:
             packages[runtime_pin[0]] = runtime_pin[1]
             requirements.append(f"{runtime_pin[0]}=={runtime_pin[1]}")
@@ -363,6 +363,8 @@ class Chooser:
             requirements.append(b.requirement)
             if b.index and b.index not in indexes:
                 indexes.append(b.index)
+            if b.index:  # the framework's wheels come from its variant index, and only from there
+                sources[b.requirement.split("==", 1)[0].split("[", 1)[0]] = b.index
             want = self._want(b)
             how = f"newest release matching {want.describe()}" if str(want.spec) else \
                 "newest release that satisfies everything"
@@ -373,6 +375,8 @@ class Chooser:
             full = version if torch.pypi_default else f"{version}+{torch.variant}"
             packages[name] = full
             requirements.append(f"{name}=={full}")
+            if torch.index and not torch.pypi_default:
+                sources[name] = torch.index
             why.append(f"{name} {version}: " + _pairing(companion, torch.version))
         if cudnn and flavour == "slim":
             wheel = self.m.majors[builds[0].cuda_major].cudnn_wheel
@@ -397,7 +401,7 @@ class Chooser:
                      index_urls=tuple(indexes), requirement=requirement, min_driver=min_driver, driver_mode=mode,
                      targets=self._targets(), frameworks=picks, why=tuple(why + self._eol(image)),
                      warnings=tuple(self._warnings(install, python) + self._eol(image)),
-                     os_packages=self._os_packages(builds))
+                     os_packages=self._os_packages(builds), indexes=sources)
 
     def _os_packages(self, builds) -> tuple[str, ...]:
         names = [p for b in builds if (fw := self.m.frameworks.get(b.framework)) for p in fw.system_packages]

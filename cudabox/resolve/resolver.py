@@ -188,7 +188,11 @@ class Resolver:
         for b in combo:
             if b.prov.status != "verified":
                 warnings.append(f"{b.label}: matrix record is {b.prov.status} ({b.prov.origin})")
-        return replace(stack, why=tuple(why), warnings=tuple(warnings))
+        from .facts import build_inputs, platform_of, run_facts
+
+        tools, smoke = build_inputs(self.m)
+        return replace(stack, why=tuple(why), warnings=tuple(warnings), runs_on=run_facts(self.m, stack, combo),
+                       tools=tools, smoke=smoke, platform=platform_of(self.m, stack.os))
 
     def _refused_variants(self, chosen: Build) -> list[Problem]:
         seen, out = set(), []

@@ -28,6 +28,65 @@ class FrameworkPick:
 
 
 @dataclass(frozen=True)
+class Code:
+    """The GPU code one framework carries (its SASS and PTX lists, or JAX's documented minimum CC);
+    name "cuda" for a plain stack: the SASS targets its toolkit's NVRTC compiles."""
+
+    name: str
+    sass: tuple[str, ...] = ()
+    ptx: tuple[str, ...] = ()
+    min_cc: str | None = None
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What `does this stack run on this driver and these GPUs` needs, written down at lock time so that
+    no later step reloads the matrix (cudabox/lock/fit.py reads it)."""
+
+    native_driver: str | None  # oldest driver that runs the stack's CUDA natively (PTX JIT works)
+    minor_compat_driver: str | None = None  # minor-compat stacks: oldest driver (SASS only, no PTX JIT)
+    forward_compat_branches: tuple[int, ...] = ()  # forward-compat stacks: branches cuda-compat serves
+    code: tuple[Code, ...] = ()
+    known_ccs: tuple[str, ...] = ()  # compute capabilities the matrix knew (k8s: which to accept)
+    products: tuple[tuple[str, str], ...] = ()  # target GPU -> GFD nvidia.com/gpu.product name
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunFacts":
+        return cls(native_driver=d.get("native_driver"), minor_compat_driver=d.get("minor_compat_driver"),
+                   forward_compat_branches=tuple(d.get("forward_compat_branches", ())),
+                   code=tuple(Code(c["name"], tuple(c.get("sass", ())), tuple(c.get("ptx", ())), c.get("min_cc"))
+                              for c in d.get("code", ())),
+                   known_ccs=tuple(d.get("known_ccs", ())),
+                   products=tuple((k, v) for k, v in (d.get("products") or {}).items()))
+
+    def to_dict(self) -> dict:
+        return {"native_driver": self.native_driver, "minor_compat_driver": self.minor_compat_driver,
+                "forward_compat_branches": list(self.forward_compat_branches),
+                "code": [{"name": c.name, "sass": list(c.sass), "ptx": list(c.ptx), "min_cc": c.min_cc}
+                         for c in self.code],
+                "known_ccs": list(self.known_ccs), "products": dict(self.products)}
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One locked package: exact version, the one index it comes from, and its files for the image's
+    platform (URL and sha256 each). The build installs exactly these files, hashes required."""
+
+    name: str
+    version: str
+    index: str
+    files: tuple[tuple[str, str], ...]  # (url, sha256)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, "index": self.index,
+                "files": [{"url": u, "sha256": h} for u, h in self.files]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Pin":
+        return cls(d["name"], d["version"], d["index"], tuple((f["url"], f["sha256"]) for f in d["files"]))
+
+
+@dataclass(frozen=True)
 class Stack:
     """One concrete, runnable CUDA stack."""
 
@@ -49,15 +108,24 @@ class Stack:
     why: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=())
     os_packages: tuple[str, ...] = ()  # apt packages the frameworks need (paddle: libgomp1), frameworks.yaml
+    runs_on: RunFacts | None = None  # driver floors and GPU code, as data (None: a lock from before them)
+    tools: dict = field(default_factory=dict)  # build tools in the image: {"uv": "0.13.9"} (matrices/images.yaml)
+    smoke: dict = field(default_factory=dict)  # the smoke test: source_sha256, gemm_pass, bandwidth_pass
+    indexes: dict = field(default_factory=dict)  # package -> the one index it must come from (framework wheels)
+    platform: str | None = None  # uv --python-platform of the image: x86_64-manylinux_2_36
+    pins: tuple[Pin, ...] | None = None  # every package of the stack image, locked (None: not locked yet)
 
     # The fields that change what gets built; `why`/`warnings` explain but don't build.
     BUILD_FIELDS = ("python", "python_install", "cuda", "cudnn", "flavour", "base_image", "os", "packages",
-                    "requirements", "index_urls", "requirement", "targets")
+                    "requirements", "index_urls", "requirement", "targets", "tools", "smoke", "indexes",
+                    "platform", "pins")
 
     def to_dict(self) -> dict:
         data = json.loads(json.dumps(asdict(self)))
         if not data["os_packages"]:  # absent unless a framework needs some: older stacks keep their hash
             del data["os_packages"]
+        data["runs_on"] = self.runs_on.to_dict() if self.runs_on else None
+        data["pins"] = None if self.pins is None else [p.to_dict() for p in sorted(self.pins, key=lambda p: p.name)]
         return data
 
     @classmethod
@@ -66,6 +134,10 @@ class Stack:
         values = {k: v for k, v in data.items() if k in known}
         values["targets"] = tuple(Target(**t) for t in values.get("targets", ()))
         values["frameworks"] = tuple(FrameworkPick(**f) for f in values.get("frameworks", ()))
+        if values.get("pins") is not None:
+            values["pins"] = tuple(Pin.from_dict(p) for p in values["pins"])
+        if values.get("runs_on") is not None:
+            values["runs_on"] = RunFacts.from_dict(values["runs_on"])
         for key in ("requirements", "index_urls", "why", "warnings", "os_packages"):
             values[key] = tuple(values.get(key, ()))
         return cls(**values)
@@ -73,8 +145,15 @@ class Stack:
     @property
     def hash(self) -> str:
         """Content address of the stack: every project with the same stack shares its image."""
+        return digest(self.build_dict())
+
+    def build_dict(self) -> dict:
+        """The build fields; the pins (long: every file URL and hash) by their own digest."""
         data = self.to_dict()
-        return digest({k: data[k] for k in self.BUILD_FIELDS + (("os_packages",) if self.os_packages else ())})
+        out = {k: data[k] for k in self.BUILD_FIELDS + (("os_packages",) if self.os_packages else ())}
+        if out["pins"] is not None:
+            out["pins"] = "sha256:" + digest(out["pins"])
+        return out
 
     @property
     def framework_names(self) -> tuple[str, ...]:
