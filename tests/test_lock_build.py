@@ -152,5 +152,5 @@ extra_index_urls: ["{default.url}"]
     from cudabox.image.build import project_tag
     from cudabox.lock.lockfile import read_lock
 
-    assert not docker_client.images.list(name=project_tag(read_lock(project)).split(":")[0])  # nothing tagged
+    assert not docker_client.images.list(name=project_tag(read_lock(project), project_dir=project).split(":")[0])  # nothing tagged
     _cleanup(docker_client, f"cudabox/stack:{lock['stack_hash'][:16]}")

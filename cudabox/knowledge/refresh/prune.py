@@ -27,15 +27,6 @@ def _ident(record: dict, key: str):
     return tuple(value) if isinstance(value, list) else value
 
 
-def _section(doc: dict, dotted: str):
-    node = doc
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def _by_refresh(record: dict, whole_file: bool) -> bool:
     return whole_file or REFRESH_MARK in str(record.get("note") or "")
 
@@ -55,7 +46,7 @@ def prune(directory: Path, bundled: dict, plan: Plan, header: str) -> tuple[dict
         whole = text.startswith(header)
         changed = False
         for dotted, key in overlay.identity(subject, bundled).items():
-            records, base = _section(doc, dotted), _section(plain(bundled[subject]), dotted)
+            records, base = overlay.section_at(doc, dotted), overlay.section_at(plain(bundled[subject]), dotted)
             if key is None or not isinstance(records, list) or not isinstance(base, list):
                 continue
             ours = {_ident(r, key): r for r in base if isinstance(r, dict)}
@@ -87,7 +78,7 @@ def already_there(directory: Path, plan: Plan) -> None:
         return cache[subject] if isinstance(cache[subject], dict) else {}
 
     def held(c) -> bool:
-        records = _section(doc(c.subject), c.section)
+        records = overlay.section_at(doc(c.subject), c.section)
         return isinstance(records, list) and any(isinstance(r, dict) and r == c.new for r in records)
 
     plan.changes[:] = [c for c in plan.changes if not held(c)]
