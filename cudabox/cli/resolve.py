@@ -134,6 +134,9 @@ def lock(check: bool = typer.Option(False, "--check",
             previous = None
     res, lk = lock_project(spec, no_host=no_host, previous=previous, upgrade=upgrade,
                            upgrade_packages=tuple(upgrade_package or ()), packages=not no_packages)
+    from ..interrupt import settled
+
+    settled()  # the lock is decided: a signal from here on must not leave it written with exit 129
     path = write_lock(lk, project)
     if json:
         output.emit_json({"lock": str(path), "lock_hash": lk.hash, "stack_hash": lk.stack_hash,
