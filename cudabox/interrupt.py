@@ -53,7 +53,7 @@ def install() -> None:
     """Route SIGINT, SIGTERM and SIGHUP to `Interrupted` (main thread only; a no-op elsewhere)."""
     if threading.current_thread() is not threading.main_thread():
         return
-    _state["raised"] = None
+    _state["raised"], _state["installed"] = None, True
     for sig in HANDLED:
         if signal.getsignal(sig) is signal.SIG_IGN and sig == signal.SIGHUP:
             continue  # started under nohup: keep ignoring hang-ups
@@ -74,5 +74,5 @@ def settled() -> None:
     """The command has finished: block the signals until the process exits (a signal now has nothing left to
     stop, and at interpreter shutdown Python's handlers are gone, so the default action would turn a done
     command's exit 0 into "killed by SIGTERM"). Blocked signals die with the process."""
-    if threading.current_thread() is threading.main_thread():
-        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+    if _state.get("installed") and threading.current_thread() is threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)  # only in the CLI's own process, never in a host program
