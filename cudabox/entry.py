@@ -1,8 +1,10 @@
-"""Console-script and `python -m cudabox` entry point: answers `--version` before importing the command tree,
-and runs `check` without typer when cudabox's dependencies are not installed (a bare GPU node)."""
+"""Console-script and `python -m cudabox` entry point: answers `--version` and `--help` before importing the
+command tree (the help from the table in cli/commands.py), and runs `check` without typer when cudabox's
+dependencies are not installed (a bare GPU node)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -16,7 +18,15 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"cudabox {__version__}")
         return 0
+    if args in ([], ["--help"], ["-h"]) and "_CUDABOX_COMPLETE" not in os.environ:
+        from .cli.commands import root_help  # the standard library only: no typer for the command list
+
+        # like click: asked for, the help goes to stdout; for a bare `cudabox`, to stderr (exit 0 both)
+        (sys.stdout if args else sys.stderr).write(root_help())
+        return 0
     try:
+        import typer  # noqa: F401 - the command tree's (cli/ imports it inside main): without it, only `check` runs
+
         from .cli import main as cli_main
     except ImportError as exc:  # typer, rich... missing: only `check` can run
         if args[:1] == ["check"]:
@@ -80,8 +90,6 @@ def plain_check(argv: list[str]) -> int:
         sys.stderr.write(f"cudabox: error: {exc}\n")
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - never a traceback, as in cudabox.cli.main
-        import os
-
         if os.environ.get("CUDABOX_DEBUG"):
             raise
         sys.stderr.write(f"cudabox: error: internal error: {type(exc).__name__}: {exc} (CUDABOX_DEBUG=1 for a traceback)\n")

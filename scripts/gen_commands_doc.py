@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from cudabox.cli import app
+from cudabox.cli.root import app
 
 try:  # typer >= 0.26 vendors click
     from typer._click import Context

@@ -102,11 +102,10 @@ def test_each_gpu_is_the_only_one_its_smoke_run_sees():
 
 def test_both_parsers_take_the_same_options():
     """`python -m cudabox check` without typer parses what `cudabox check` parses."""
-    from cudabox.cli.root import app
+    from cudabox.cli.root import load
     from cudabox.entry import plain_parser
-    from typer.main import get_command
 
-    command = get_command(app).commands["check"]
+    command = load("check")
     typer_opts = {o for p in command.params if p.param_type_name == "option" for o in p.opts}
     plain_opts = {o for a in plain_parser()._actions for o in a.option_strings} - {"-h", "--help"}
     assert typer_opts == plain_opts

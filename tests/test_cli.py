@@ -120,3 +120,54 @@ def test_index_url_with_credentials_is_refused(tmp_path):
     proc = run_cli("resolve", cwd=tmp_path)
     assert proc.returncode == 2 and "cudabox.yaml:2: index_url:" in proc.stderr
     assert "CUDABOX_PIP_INDEX_URL" in proc.stderr
+
+
+def test_help_table_reads_as_the_commands_help():
+    """`cudabox --help` is printed from cli/commands.py without typer: it must say exactly what typer would
+    print from the commands themselves (same commands, order, texts, layout) at every width click uses."""
+    import typer
+
+    from cudabox.cli.commands import NAMES, root_help
+    from cudabox.cli.root import app, load_all
+
+    load_all()
+    defined = [c.name or typer.main.get_command_name(c.callback.__name__) for c in app.registered_commands]
+    assert sorted(defined + [g.name for g in app.registered_groups]) == sorted(NAMES)
+    group = typer.main.get_command(app)
+    for width in range(50, 79):  # click: the terminal's columns - 2, clamped to 50..78
+        ctx = group.make_context("cudabox", [], resilient_parsing=True, terminal_width=width)
+        assert root_help(width) == group.get_help(ctx) + "\n", f"at {width} columns"
+
+
+def test_help_goes_through_the_table_and_a_command_loads_only_its_module():
+    import subprocess
+    import sys
+
+    code = ("import sys, contextlib, io\nfrom cudabox.entry import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out: rc = main({args})\n"
+            "print(rc, sorted(m for m in sys.modules if m == 'typer' or m.startswith('cudabox.cli.')), "
+            "len(out.getvalue()))")
+    top = subprocess.run([sys.executable, "-c", code.format(args="['--help']")], capture_output=True, text=True)
+    rc, loaded = top.stdout.split(" ", 1)
+    assert rc == "0" and "typer" not in loaded and "'cudabox.cli.commands'" in loaded, top.stdout + top.stderr
+    one = subprocess.run([sys.executable, "-c", code.format(args="['resolve', '--help']")], capture_output=True,
+                         text=True)
+    assert one.stdout.startswith("0 ") and "'cudabox.cli.resolve'" in one.stdout, one.stdout + one.stderr
+    assert not any(f"'cudabox.cli.{m}'" in one.stdout for m in ("run", "check", "build", "cluster", "matrix"))
+
+
+def test_typo_suggests_a_command_that_is_not_loaded():
+    proc = run_cli("valdate")
+    assert proc.returncode == 2 and "No such command 'valdate'. Did you mean 'validate'?" in proc.stderr
+
+
+def test_shell_completion_lists_commands_and_subcommands():
+    env = {"_CUDABOX_COMPLETE": "complete_bash", "COMP_WORDS": "cudabox ex", "COMP_CWORD": "1"}
+    assert run_cli(env=env, check=0).stdout.split() == ["exec", "export"]
+    env.update(COMP_WORDS="cudabox matrix s", COMP_CWORD="2")
+    assert run_cli(env=env, check=0).stdout.split() == ["show"]
+
+
+def test_bare_cudabox_prints_the_help_on_stderr():
+    proc = run_cli(check=0)
+    assert proc.stdout == "" and proc.stderr.startswith("Usage: cudabox [OPTIONS] COMMAND") and "matrix" in proc.stderr

@@ -1,7 +1,8 @@
 """The `cudabox` command line: parses, calls the library, prints.
 
-Each command group lives in its own module and imports heavy libraries
-(docker, jinja2) inside the command functions, so `cudabox --help` stays fast.
+Each command group lives in its own module, imported only when its command runs (root.LazyGroup, from
+the table in commands.py), and imports heavy libraries (docker, jinja2) inside the command functions, so
+`cudabox CMD` pays for CMD alone; `cudabox --help` is printed from the table (entry.py).
 """
 
 from __future__ import annotations
@@ -9,35 +10,16 @@ from __future__ import annotations
 import os
 import sys
 
-import typer
-
 from . import output
-from .root import app
-
-# The order of `cudabox --help`: the daily path first, then operations, then the groups.
-ORDER = ("init", "resolve", "lock", "dockerfile", "build", "validate", "run", "shell", "exec", "ps", "logs",
-         "stop", "doctor", "check", "jobs")
-
-
-def _register():
-    """Import every command module (each adds its commands to `app`; cheap: typer only), then order them."""
-    from . import build, ci, cluster, images, matrix, refresh, resolve, run
-    from . import check  # noqa: F401 - after cluster: it adds to cluster's `export` group
-    from . import export_dev  # noqa: F401 - export devcontainer|compose (issue 15)
-
-    def position(info):
-        name = info.name or info.callback.__name__.replace("_", "-")
-        return ORDER.index(name) if name in ORDER else len(ORDER)
-
-    app.registered_commands.sort(key=position)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: runs the app and turns every failure into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
+    import typer  # here, not at the top: commands.py (the help's table) is imported without it
+
+    from .root import app
+
     try:  # typer >= 0.20 vendors click
         from typer._click import exceptions as click
     except ImportError:  # pragma: no cover - older typer depends on click itself
