@@ -4,6 +4,7 @@ dependencies are not installed (a bare GPU node)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -12,6 +13,9 @@ def main(argv: list[str] | None = None) -> int:
     from .interrupt import install, settled
 
     install()  # first: a SIGTERM during the imports below exits 143 like one later, not by the signal
+    # A short-lived process that allocates much and frees little (imports, the unpickled matrix): collect
+    # the young generation every 50,000 allocations instead of 700 (~10 ms of every command).
+    gc.set_threshold(50_000, 10, 10)
     args = sys.argv[1:] if argv is None else list(argv)
     if args == ["--version"]:
         from . import __version__
@@ -39,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(exc, "exit_code", 130)
     rc = cli_main(args)
     settled()  # done: the exit code stands, whatever arrives from now on
+    gc.freeze()  # what is left is freed at exit without the collector walking it first (~10 ms: the matrix)
     return rc
 
 

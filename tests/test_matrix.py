@@ -152,10 +152,14 @@ def test_overlay_error_names_overlay_file(tmp_path):
 def test_compiled_matrix_is_cached_by_content_and_never_stale(tmp_path, monkeypatch):
     from cudabox.paths import cache_dir
 
+    from cudabox.knowledge import compiled as compiled_mod
+
     bundled = _copy_matrices(tmp_path)
     first = loader.load(bundled=bundled)
     compiled = list((cache_dir() / "matrix").glob("*.pickle"))
     assert len(compiled) == 1
+    assert loader.load(bundled=bundled) is first  # this process has it: one unpickling per command
+    monkeypatch.setattr(compiled_mod, "_LOADED", {})  # a new process
     again = loader.load(bundled=bundled)  # served from the cache: the same facts
     assert again.gpu("V100").cc == first.gpu("V100").cc and again is not first
     # an edit with the same size and an old mtime is still seen: the key is the content
@@ -170,6 +174,7 @@ def test_compiled_matrix_is_cached_by_content_and_never_stale(tmp_path, monkeypa
     # a broken compiled file is compiled again, not trusted
     for pickled in (cache_dir() / "matrix").glob("*.pickle"):
         pickled.write_bytes(b"not a pickle")
+    monkeypatch.setattr(compiled_mod, "_LOADED", {})
     assert loader.load(bundled=bundled).find_gpu("Tesla W100 PCIe 16 GB") is not None
     # errors are never cached
     path.write_text(text.replace('cc: "7.0"', 'cc: "seven"', 1))

@@ -18,6 +18,7 @@ from typing import Callable
 from .. import __version__, paths
 
 KEEP = 8  # compiled matrices kept (other overlays, other working folders); the oldest go first
+_LOADED: dict = {}  # the last Matrix this process loaded, by key: one unpickling per command
 
 
 def _key(project_dir: Path | None, bundled: Path | None) -> str | None:
@@ -43,16 +44,23 @@ def cached(project_dir: Path | None, bundled: Path | None, compile_: Callable):
     key = _key(project_dir, bundled)
     if key is None:
         return compile_()
+    if key in _LOADED:  # this process read these files already (cudabox.yaml's check, then the resolver)
+        return _LOADED[key]
     folder = paths.cache_dir() / "matrix"
     path = folder / f"{key}.pickle"
     try:
         with open(path, "rb") as fh:
-            return pickle.load(fh)  # noqa: S301 - the user's own cache, written by this code
+            matrix = pickle.load(fh)  # noqa: S301 - the user's own cache, written by this code
+        _LOADED.clear()
+        _LOADED[key] = matrix
+        return matrix
     except FileNotFoundError:
         pass
     except Exception:  # noqa: BLE001 - a truncated or foreign file: compile again, overwrite it
         pass
     matrix = compile_()
+    _LOADED.clear()
+    _LOADED[key] = matrix
     try:
         from ..files import write_atomic
 

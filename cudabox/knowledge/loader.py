@@ -12,7 +12,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from ..errors import located
+from ..errors import CudaboxError, located
 from ..files import Node
 from . import fields as f
 from .matrix import Matrix
@@ -411,7 +411,13 @@ def load(project_dir: Path | None = None, *, bundled: Path | None = None) -> Mat
 
 
 def load_frameworks(project_dir: Path | None = None, *, bundled: Path | None = None) -> Frameworks:
-    """Only frameworks.yaml (+ overlays): what reading a project's files needs, without the rest."""
+    """The frameworks (frameworks.yaml + overlays): what reading a project's files needs. From the compiled
+    matrix (no YAML parsing: ~15 ms less on every command reading cudabox.yaml); from frameworks.yaml alone
+    when another matrix file is broken (the commands that need it say so)."""
+    try:
+        return load(project_dir, bundled=bundled).frameworks
+    except CudaboxError:
+        pass
     m = Matrix()
     _read_frameworks(load_documents(project_dir, bundled, only_frameworks=True)["frameworks"], m)
     return m.frameworks

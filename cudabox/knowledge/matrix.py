@@ -8,7 +8,6 @@ Cross-file consistency (each pin points at a known cuDNN, ...) is
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -122,6 +121,8 @@ class Matrix:
                 aliases=(), prov=Provenance(source=("user input",)),
             )
         keys = list(self._gpu_index)
+        import difflib  # only for a name it does not know
+
         close = difflib.get_close_matches(normalize_gpu_name(text), keys, n=3, cutoff=0.5)
         names = []
         for key in close:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 
 from .. import host as host_mod
-from .lockfile import Lock, make_lock
 from ..knowledge.matrix import Matrix
 from ..knowledge.loader import load
 from ..knowledge.model import GPU
@@ -15,6 +15,9 @@ from ..resolve.request import Request, request_from_spec
 from ..resolve.resolver import resolve
 from ..project.spec import ProjectSpec
 from ..resolve.stack import Stack
+
+if TYPE_CHECKING:  # `resolve` needs no lock: lockfile is imported when one is made
+    from .lockfile import Lock
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class Resolution:
     host: host_mod.Host
 
     def lock(self, project_pins=None) -> Lock:
+        from .lockfile import make_lock
+
         return make_lock(self.spec, self.stack, list(self.others), project_pins)
 
 
