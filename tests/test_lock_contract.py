@@ -83,3 +83,36 @@ def test_nothing_after_lock_loads_the_matrix(tmp_path, monkeypatch):
     lock = read_lock(project)
     assert driver_problem(lock.stack, "575.51.03", [Gpu("A100", "8.0")]) is None
     assert "570.26" in driver_problem(lock.stack, "550.54.15")
+
+
+def test_run_tells_a_fresh_lock_by_the_bytes_of_its_inputs(tmp_path, monkeypatch):
+    """`cudabox run`'s everyday check parses no YAML: the lock is fresh when cudabox.yaml and the files it
+    references have the bytes they had; any change (or an old lock without per-file hashes) re-reads the spec."""
+    from cudabox.jobs.run import fresh_lock
+    from cudabox.lock import lockfile
+    from cudabox.project import spec as spec_mod
+
+    assert lockfile.SPEC_INPUT == spec_mod.SPEC_FILE
+    project = tmp_path / "project"
+    (project / "reqs").mkdir(parents=True)
+    (project / "cudabox.yaml").write_text('name: demo\ncuda: "12.8"\nrequirements_file: requirements.txt\n')
+    (project / "requirements.txt").write_text("-r reqs/base.txt\n")
+    (project / "reqs" / "base.txt").write_text("einops\n")
+    run_cli("lock", "--no-packages", cwd=project, env={"CUDABOX_NO_HOST": "1"}, check=0)
+    lock = lockfile.read_lock(project)
+    assert [name for name, _ in lock.inputs] == ["cudabox.yaml", "requirements.txt", "reqs/base.txt"]
+    assert lockfile.inputs_unchanged(lock, project)
+    real = spec_mod.load_spec
+    monkeypatch.setattr(spec_mod, "load_spec", lambda *a, **k: pytest.fail("cudabox.yaml was parsed"))
+    assert fresh_lock(project) == lock
+    monkeypatch.setattr(spec_mod, "load_spec", real)
+    base = project / "reqs" / "base.txt"
+    base.write_text("einops\n# a comment\n")  # an included file changed: not fresh by bytes
+    assert not lockfile.inputs_unchanged(lock, project)
+    base.write_text("einops\n")
+    assert lockfile.inputs_unchanged(lock, project)
+    base.unlink()
+    base.symlink_to("/dev/zero")  # unreadable as an input: "not known", never an error or a hang here
+    assert not lockfile.inputs_unchanged(lock, project)
+    assert not lockfile.inputs_unchanged(replace(lock, inputs=()), project)  # a lock from before per-file hashes
+    assert not lockfile.inputs_unchanged(replace(lock, inputs=lock.inputs[1:]), project)

@@ -77,12 +77,16 @@ def engine():
 
 
 def fresh_lock(project: Path, *, no_host: bool = False):
-    """The project's lock; re-locked (and said so) when cudabox.yaml changed or no lock exists."""
-    from ..lock.lockfile import LOCK_FILE, read_lock, write_lock
+    """The project's lock; re-locked (and said so) when cudabox.yaml changed or no lock exists. The everyday
+    case, nothing changed, is told by the files' bytes alone: cudabox.yaml is parsed only when they differ."""
+    from ..lock.lockfile import LOCK_FILE, inputs_unchanged, read_lock, write_lock
+
+    old = read_lock(project) if (project / LOCK_FILE).exists() else None
+    if old is not None and inputs_unchanged(old, project):
+        return old
     from ..project.spec import load_spec
 
     spec = load_spec(project)
-    old = read_lock(project) if (project / LOCK_FILE).exists() else None
     if old is not None and old.inputs_hash == spec.inputs_hash:
         return old
     from ..lock.resolution import lock_project

@@ -12,15 +12,19 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..errors import CheckFailed, InputError
-from ..files import display_path, read_input_text, write_atomic
-from ..project.spec import ProjectSpec, load_spec
+from ..errors import CheckFailed, CudaboxError, InputError
+from ..files import display_path, read_input, read_input_text, write_atomic
 from ..resolve.stack import Pin, Stack, digest
+
+if TYPE_CHECKING:  # reading a lock needs no cudabox.yaml parser (nor the matrix it checks names against)
+    from ..project.spec import ProjectSpec
 
 LOCK_FILE = "cudabox.lock"
 FORMAT = "cudabox.lock/v1"
+SPEC_INPUT = "cudabox.yaml"  # project.spec.SPEC_FILE, the first of a lock's inputs (tests keep them equal)
 
 
 @dataclass(frozen=True)
@@ -206,8 +210,30 @@ def _wrong_shape(value, shape=_SHAPE, where: str = "") -> str | None:
     return None
 
 
+def inputs_unchanged(lock: Lock, directory: Path) -> bool:
+    """True when every file the lock was made from (cudabox.yaml first, then the files it references) still
+    has the bytes it had: reading cudabox.yaml again would give the lock's inputs_hash, so `run` need not
+    parse it (no YAML, no matrix). False means "not known": ask load_spec."""
+    import hashlib
+
+    if not lock.inputs or lock.inputs[0][0] != SPEC_INPUT:
+        return False
+    whole = hashlib.sha256()
+    for name, sha in lock.inputs:
+        try:
+            data = read_input(Path(directory) / name)  # bounded, regular files only
+        except CudaboxError:
+            return False
+        if hashlib.sha256(data).hexdigest() != sha:
+            return False
+        whole.update(data)
+    return whole.hexdigest() == lock.inputs_hash
+
+
 def is_stale(directory: Path = Path("."), *, build_inputs: bool = False) -> tuple[bool, str]:
     """(stale?, why). A lock is stale when cudabox.yaml (or its requirements file) changed since."""
+    from ..project.spec import load_spec
+
     lock = read_lock(directory)  # intact: its content matches its lock_hash
     spec = load_spec(directory)
     if spec.inputs_hash != lock.inputs_hash:
