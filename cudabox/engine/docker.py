@@ -10,6 +10,7 @@ builder, is decided once per process by probing (~20 ms per binary).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,10 +18,11 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+from urllib.parse import quote
 
 from ..errors import CheckFailed, EnvironmentProblem, InputError
-from .buildlog import ERROR, BuildLog, Event, PlainParser, StreamParser
+from .api import DEFAULT, Attachment, UnixAPI, client_config, container_body, decode, device_requests, proxy_env
 from .interface import (
     STDERR,
     STDOUT,
@@ -34,6 +36,11 @@ from .interface import (
     NoSuchContainer,
     RunResult,
 )
+
+if TYPE_CHECKING:
+    from .buildlog import Event
+
+__all__ = ["DockerEngine", "device_requests"]  # device_requests: the API's form, from api.py
 
 CONNECT_TIMEOUT_ENV = "CUDABOX_CONNECT_TIMEOUT"  # seconds the engine has to answer the first call (ping)
 DOCKER_ENV = "CUDABOX_DOCKER"  # the docker CLI to use (a path or a name on PATH)
@@ -170,21 +177,6 @@ def _unreachable(exc, timeout: float | None = None) -> EnvironmentProblem:
                                    "checkout) or point DOCKER_HOST at one")
 
 
-def device_requests(gpus, access: GpuAccess | None = None) -> list:
-    """("all",) | device indexes/UUIDs -> the Engine API's DeviceRequests, in the form this engine
-    takes (--gpus style, or CDI device names nvidia.com/gpu=0)."""
-    from docker.types import DeviceRequest
-
-    ids = list(gpus)
-    if not ids:
-        return []
-    if access is not None and access.kind == "cdi":
-        return [DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={i}" for i in ids])]
-    if ids == ["all"]:
-        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
-
-
 def context_files(context: Path, ignore: list[str], dockerfile: str) -> set[str]:
     """The files of `context` a build sends under .dockerignore patterns (the SDK's matcher)."""
     from docker.utils.build import exclude_paths
@@ -199,40 +191,76 @@ def _engine_error(exc) -> EngineError:
     return kind(str(getattr(exc, "explanation", None) or exc), getattr(exc, "status_code", None))
 
 
-class _Attachment:
-    """A hijacked Engine API socket: multiplexed frames out (unless TTY), raw bytes in."""
+class SdkAPI:
+    """api.py's requests through the docker SDK's session: engines behind tcp://, ssh:// or TLS."""
 
-    def __init__(self, sock, tty: bool):
-        self.sock, self.tty = sock, tty
-        self.raw = getattr(sock, "_sock", sock)
-        self.raw.settimeout(None)  # a quiet job may say nothing for hours
+    def __init__(self, client):
+        self.client = client
+        self.version, self.base_url = client.api.api_version, client.api.base_url
 
-    def frames(self):
-        from docker.utils.socket import STDERR as SDK_STDERR, frames_iter
+    @property
+    def timeout(self):
+        return self.client.api.timeout
 
-        for stream, data in frames_iter(self.sock, self.tty):
-            yield (STDERR if stream == SDK_STDERR else STDOUT), data
+    @timeout.setter
+    def timeout(self, value):
+        self.client.api.timeout = value
 
-    def send(self, data: bytes) -> None:
-        self.raw.sendall(data)
+    def call(self, method: str, path: str, *, params=None, body=None, timeout=DEFAULT, versioned=True):
+        api = self.client.api
+        url = f"{api.base_url}/v{api.api_version}{path}" if versioned else f"{api.base_url}{path}"
+        kwargs = {"params": {k: v for k, v in (params or {}).items() if v is not None},
+                  "timeout": api.timeout if timeout is DEFAULT else timeout}
+        if body is not None:
+            kwargs.update(data=json.dumps(body), headers={"Content-Type": "application/json"})
+        try:
+            res = api.request(method, url, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - requests' connection errors and timeouts
+            raise EngineError(f"the engine did not answer: {exc}") from None
+        return decode(res.status_code, res.content)
 
-    def close_input(self) -> None:
-        import socket
+    def attach(self, cid: str, params: dict, tty: bool) -> "Attachment":
+        import docker as sdk
 
-        self.raw.shutdown(socket.SHUT_WR)
+        try:
+            sock = self.client.api.attach_socket(cid, params=params)
+        except sdk.errors.APIError as exc:
+            raise _engine_error(exc) from None
+        return Attachment(sock, tty=tty)
 
 
 class DockerEngine:
-    """A connected Docker engine plus the builder to use with it."""
+    """A connected Docker engine plus the builder to use with it.
 
-    def __init__(self, client, docker: str | None = None):
+    Jobs' calls (containers, image inspect, info) are requests of api.py: over the Unix socket without the
+    SDK for a local engine. Builds, push/save, disk reports, logs, exec and validate's one-shot containers
+    use the SDK's client, made when first needed."""
+
+    def __init__(self, api, docker: str | None = None):
         import threading
 
-        self.client = client
+        self.api = api  # api.UnixAPI or api.SdkAPI
+        self._client = api.client if isinstance(api, SdkAPI) else None
+        self._config: dict | None = None
         self._docker = docker
         self._builder: Builder | None = None
         self._children: set = set()  # running builder CLIs (builds in worker threads: ci build)
         self._children_lock = threading.Lock()
+
+    @property
+    def client(self):
+        """The docker SDK's client for this engine (imported on first use: ~70 ms)."""
+        if self._client is None:
+            import docker as sdk
+
+            self._client = sdk.DockerClient(base_url=f"unix://{self.api.path}", version=self.api.version,
+                                            timeout=self.api.timeout)
+        return self._client
+
+    def _client_config(self) -> dict:
+        if self._config is None:
+            self._config = client_config()
+        return self._config
 
     def cancel_builds(self) -> None:
         """Stop every build this engine object runs, from any thread (a signal reaches only the main one)."""
@@ -244,18 +272,24 @@ class DockerEngine:
 
     @classmethod
     def connect(cls, docker: str | None = None) -> "DockerEngine":
-        import docker as sdk
-
-        # The first exchange (version negotiation, ping) gets a short timeout: an engine that accepts
+        # The first exchange (ping, the API version) gets a short timeout: an engine that accepts
         # connections and never answers is "no engine" in seconds. Later calls (builds, waits) get the long one.
         connect_timeout = _seconds(CONNECT_TIMEOUT_ENV, 10)
+        host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
         try:
-            client = sdk.from_env(timeout=connect_timeout)
-            client.ping()
-        except Exception as exc:  # noqa: BLE001 - DockerException, requests' errors, OSError: all mean "no engine"
+            if host.startswith("unix://"):
+                api = UnixAPI(host[len("unix://"):], connect_timeout)
+                api.ping()
+            else:  # tcp://, ssh://, TLS: the SDK's transports
+                import docker as sdk
+
+                client = sdk.from_env(timeout=connect_timeout)
+                client.ping()
+                api = SdkAPI(client)
+        except Exception as exc:  # noqa: BLE001 - OSError, EngineError, the SDK's errors: all mean "no engine"
             raise _unreachable(exc, connect_timeout) from None
-        client.api.timeout = _seconds("CUDABOX_DOCKER_TIMEOUT", 600)
-        return cls(client, docker)
+        api.timeout = _seconds("CUDABOX_DOCKER_TIMEOUT", 600)
+        return cls(api, docker)
 
     @property
     def builder(self) -> Builder:
@@ -265,27 +299,23 @@ class DockerEngine:
 
     def describe(self) -> str:
         """"Docker Engine 28.2.2 (API 1.50)"; Podman's compatible socket names itself "Podman Engine"."""
-        version = self.client.version()
+        version = self.api.call("GET", "/version")
         name = ((version.get("Components") or [{}])[0].get("Name") or "Engine").strip()
         name = name if name != "Engine" else "Docker Engine"
         return f"{name} {version.get('Version')} (API {version.get('ApiVersion')})"
 
     def native_platform(self) -> str:
-        info = self.client.info()
+        info = self.api.call("GET", "/info")
         return f"{info.get('OSType', 'linux')}/{_ARCH.get(info.get('Architecture', ''), info.get('Architecture'))}"
 
     # ----------------------------------------------------------------- images
 
     def image(self, ref: str) -> dict | None:
         """`docker image inspect REF`, or None when there is no such image."""
-        import docker as sdk
-
         try:
-            return self.client.api.inspect_image(ref)
-        except sdk.errors.ImageNotFound:
-            return None
-        except sdk.errors.APIError as exc:
-            if exc.status_code in (400, 404):  # an invalid reference names no image either
+            return self.api.call("GET", f"/images/{quote(ref, safe='/:')}/json")
+        except EngineError as exc:
+            if exc.status in (400, 404):  # an invalid reference names no image either
                 return None
             raise
 
@@ -361,10 +391,12 @@ class DockerEngine:
 
     # ----------------------------------------------------------------- builds
 
-    def build(self, req: BuildRequest, on_event: Callable[[Event], None],
+    def build(self, req: BuildRequest, on_event: Callable[["Event"], None],
               on_line: Callable[[str], None] | None = None) -> str:
         """Build `req.target`; returns the image ID. Tags nothing (the caller tags on success).
         Raises BuildError with the log when the build fails."""
+        from .buildlog import BuildLog  # builds only: a job's calls don't read build logs
+
         log = BuildLog()
 
         def emit(events):
@@ -377,6 +409,8 @@ class DockerEngine:
         return self._build_sdk(req, emit, on_line, log)
 
     def _build_cli(self, req, emit, on_line, log) -> str:
+        from .buildlog import ERROR, Event, PlainParser
+
         b = self.builder
         fd, iidfile = tempfile.mkstemp(prefix="cudabox-iid-")
         os.close(fd)
@@ -428,6 +462,8 @@ class DockerEngine:
         import docker as sdk
         from docker.utils.build import tar
 
+        from .buildlog import ERROR, Event, StreamParser
+
         parser = StreamParser()
         context = tar(str(req.context), exclude=req.ignore, dockerfile=(req.dockerfile, None))
         try:
@@ -456,7 +492,7 @@ class DockerEngine:
     def gpu_access(self) -> GpuAccess:
         """How containers get GPUs here: the engine's nvidia runtime, a CDI spec, or the toolkit's hook;
         otherwise none, and why (said in one line, with what to install)."""
-        info = self.client.info()
+        info = self.api.call("GET", "/info")
         runtimes = sorted((info.get("Runtimes") or {}).keys())
         if "nvidia" in runtimes:
             return GpuAccess("gpus", "the engine's nvidia runtime (--gpus all)")
@@ -516,51 +552,35 @@ class DockerEngine:
     # ----------------------------------------------------------------- containers of jobs
 
     def create(self, spec: ContainerSpec, gpus: GpuAccess | None = None) -> str:
-        import docker as sdk
-        from docker.types import Ulimit
+        body = container_body(spec, gpus, proxy_env(self._client_config(), self.api.base_url))
+        return self.api.call("POST", "/containers/create", params={"name": spec.name}, body=body)["Id"]
 
-        api = self.client.api
-        ports = [(int(k.split("/")[0]), k.split("/")[1]) for k in spec.ports]
-        host = dict(binds=list(spec.binds), port_bindings=dict(spec.ports) or None, init=spec.init,
-                    device_requests=device_requests(spec.gpus, gpus) or None, ipc_mode=spec.ipc,
-                    shm_size=spec.shm_size, ulimits=[Ulimit(name=n, soft=s, hard=h) for n, s, h in spec.ulimits],
-                    tmpfs=dict(spec.tmpfs) or None)
-        try:
-            return api.create_container(
-                spec.image, command=spec.command or None, user=spec.user, environment=spec.env,
-                working_dir=spec.workdir, labels=spec.labels, name=spec.name, tty=spec.tty, stdin_open=spec.stdin,
-                ports=ports or None, host_config=api.create_host_config(**host))["Id"]
-        except sdk.errors.APIError as exc:
-            raise _engine_error(exc) from None
-
-    def _call(self, method: str, *args, **kwargs):
-        import docker as sdk
-
-        try:
-            return getattr(self.client.api, method)(*args, **kwargs)
-        except sdk.errors.APIError as exc:
-            raise _engine_error(exc) from None
+    def _path(self, cid: str, what: str = "") -> str:
+        return f"/containers/{quote(cid, safe='')}{what}"
 
     def start(self, cid: str) -> None:
-        self._call("start", cid)
+        self.api.call("POST", self._path(cid, "/start"))
 
-    def attach(self, cid: str, *, stdin: bool, tty: bool) -> _Attachment:
+    def attach(self, cid: str, *, stdin: bool, tty: bool) -> Attachment:
         params = {"stdin": int(stdin), "stdout": 1, "stderr": 1, "stream": 1}
-        return _Attachment(self._call("attach_socket", cid, params=params), tty)
+        keys = self._client_config().get("detachKeys")
+        if keys:  # as the SDK and the docker CLI do
+            params["detachKeys"] = keys
+        return self.api.attach(cid, params, tty)
 
     def wait(self, cid: str) -> int:
-        return self._call("wait", cid)["StatusCode"]
+        return self.api.call("POST", self._path(cid, "/wait"), timeout=None)["StatusCode"]
 
     def kill(self, cid: str, signal: str) -> None:
-        self._call("kill", cid, signal=signal)
+        self.api.call("POST", self._path(cid, "/kill"), params={"signal": signal})
 
     def resize(self, cid: str, height: int, width: int) -> None:
-        self._call("resize", cid, height=height, width=width)
+        self.api.call("POST", self._path(cid, "/resize"), params={"h": height, "w": width})
 
     def remove(self, cid: str) -> None:
         """Remove a container, gone or not (409: its removal is already under way)."""
         try:
-            self._call("remove_container", cid, force=True)
+            self.api.call("DELETE", self._path(cid), params={"v": 0, "link": 0, "force": 1})
         except NoSuchContainer:
             pass
         except EngineError as exc:
@@ -568,11 +588,12 @@ class DockerEngine:
                 raise
 
     def stop(self, cid: str, timeout: int = 10) -> None:
-        self._call("stop", cid, timeout=timeout)
+        wait = None if self.api.timeout is None else self.api.timeout + timeout  # the engine waits `timeout` first
+        self.api.call("POST", self._path(cid, "/stop"), params={"t": timeout}, timeout=wait)
 
     def inspect(self, name: str) -> Container | None:
         try:
-            info = self._call("inspect_container", name)
+            info = self.api.call("GET", self._path(name, "/json"))
         except NoSuchContainer:
             return None
         config, state = info.get("Config") or {}, info.get("State") or {}
@@ -583,12 +604,22 @@ class DockerEngine:
 
     def containers(self, label: str, *, all_: bool = False) -> list[Container]:
         out = []
-        for c in self._call("containers", all=all_, filters={"label": label}):
+        params = {"all": int(all_), "filters": json.dumps({"label": [label]})}
+        for c in self.api.call("GET", "/containers/json", params=params):
             out.append(Container(id=c["Id"], name=(c.get("Names") or ["?"])[0].lstrip("/"),
                                  labels=c.get("Labels") or {}, status=c.get("Status") or "",
                                  state=c.get("State") or "", image=c.get("Image") or "",
                                  command=c.get("Command") or "", created=c.get("Created")))
         return out
+
+    def _call(self, method: str, *args, **kwargs):
+        """A docker SDK APIClient method, its errors as EngineError."""
+        import docker as sdk
+
+        try:
+            return getattr(self.client.api, method)(*args, **kwargs)
+        except sdk.errors.APIError as exc:
+            raise _engine_error(exc) from None
 
     def logs(self, cid: str, *, follow: bool = False, tail: str = "all"):
         """(STDOUT | STDERR, bytes) as the engine sends them; a TTY job's output is one STDOUT stream."""
@@ -613,7 +644,7 @@ class DockerEngine:
         """Start `command` in a running container: (its streams, resize(height=, width=), exit code or None)."""
         exec_id = self._call("exec_create", cid, command, stdin=stdin, tty=tty, environment=env or None)["Id"]
         sock = self._call("exec_start", exec_id, socket=True, tty=tty)
-        return (_Attachment(sock, tty), lambda **kw: self._call("exec_resize", exec_id, **kw),
+        return (Attachment(sock, tty), lambda **kw: self._call("exec_resize", exec_id, **kw),
                 lambda: self._call("exec_inspect", exec_id).get("ExitCode"))
 
 

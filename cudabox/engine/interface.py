@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
-from .buildlog import BuildLog, Event
+if TYPE_CHECKING:  # a job never builds: the build log's types are imported by what builds
+    from .buildlog import BuildLog, Event
 
 STDOUT, STDERR = 1, 2  # stream ids of Attachment.frames() and Engine.logs()
 JOB_LABEL = "io.cudabox.run"  # every container cudabox starts carries it: `cudabox ps`/`stop` filter on it

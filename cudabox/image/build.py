@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
-from ..engine.buildlog import BuildLog, Display
 from ..engine import BuildError, BuildRequest, Engine, connect, context_files
 from ..errors import CheckFailed, EnvironmentProblem
 from ..files import write_atomic
@@ -193,6 +192,8 @@ def _render(lock_or_stack, engine):
 
 
 def _run_build(engine, req: BuildRequest, title: str, plain: bool, progress: bool, steps: list, image: str) -> str:
+    from ..engine.buildlog import BuildLog, Display  # here: `cudabox run` of a built image needs neither
+
     log = BuildLog()
     display = Display(f"{title} with {engine.builder.describe()}", plain=plain) if progress else None
 

@@ -135,10 +135,17 @@ def _resize(resize) -> None:
         pass
 
 
-def _streams(stream, *, tty: bool, stdin: bool, resize):
-    """Start copying the job's output to our stdout/stderr (and stdin to it); returns the output thread."""
+def _output(stream) -> threading.Thread:
+    """Start copying the job's output to our stdout/stderr; returns the thread."""
     out = threading.Thread(target=_pump_out, args=(stream,), daemon=True)
     out.start()
+    return out
+
+
+def _streams(stream, *, tty: bool, stdin: bool, resize, out: threading.Thread | None = None):
+    """Copy the job's output to our stdout/stderr (unless `out` already does) and stdin to it; returns the
+    output thread."""
+    out = out or _output(stream)
     if stdin:
         threading.Thread(target=_pump_in, args=(stream,), daemon=True).start()
     if tty and sys.stdout.isatty():
@@ -163,11 +170,12 @@ def attach_and_wait(engine, cid: str, *, tty: bool, stdin: bool, guard: SignalGu
             pass  # already gone
 
     stream = engine.attach(cid, stdin=stdin, tty=tty)
+    out = _output(stream)  # reading before the job starts: nothing to wait for once it runs
     start()
     guard.target = forward
     if guard.received:  # a signal arrived while the container was being created
         forward(guard.received, 1)
-    out = _streams(stream, tty=tty, stdin=stdin, resize=lambda **kw: engine.resize(cid, **kw))
+    _streams(stream, tty=tty, stdin=stdin, resize=lambda **kw: engine.resize(cid, **kw), out=out)
     with _RawTerminal(tty and stdin and sys.stdin.isatty()):
         code = engine.wait(cid)
     out.join(timeout=5)
