@@ -144,6 +144,11 @@ def test_gpu_port_env_volume_parsing(tmp_path):
                    "D": "d", "NCCL_DEBUG": "WARN"}
     with pytest.raises(InputError, match="-e: '1BAD=x'"):
         parse_env(RunOptions(env=["1BAD=x"]), environ={})
+    from cudabox.jobs.run import shm_size
+
+    assert shm_size("16g") == 16 << 30 and shm_size(None) is None
+    with pytest.raises(InputError, match="--shm-size 16q: "):
+        shm_size("16q")
 
 
 # --------------------------------------------------------------------------- run (a real engine)

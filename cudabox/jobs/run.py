@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EnvironmentProblem, InputError
-from ..engine import ContainerSpec
+from ..engine import ContainerSpec, EngineError
 from .run_io import CLIENT_LABEL, LABEL, client_id
 
 HOME = "/home/cudabox"  # a tmpfs owned by the job's user
@@ -224,6 +224,18 @@ def parse_volume(spec: str) -> str:
     return ":".join(parts) if len(parts) == 3 else ":".join(parts + ["rw"])
 
 
+def shm_size(text: str | None) -> int | None:
+    """--shm-size in bytes (16g, 512m: Docker's units), or InputError."""
+    if text is None:
+        return None
+    from ..engine.api import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except EngineError as exc:
+        raise InputError(f"--shm-size {text}: {exc.explanation}") from None
+
+
 def job_user(opts: RunOptions) -> tuple[int, int]:
     text = opts.user or os.environ.get("CUDABOX_RUN_USER") or f"{os.getuid()}:{os.getgid()}"
     m = re.fullmatch(r"(\d+)(?::(\d+))?", text)
@@ -348,6 +360,7 @@ def run(opts: RunOptions) -> int:
         opts.tty = sys.stdin.isatty() and sys.stdout.isatty()
     gpus = opts.gpus if opts.gpus is not None else ("all" if host_has_gpu() else "none")
     parse_gpus(gpus), parse_ports(opts.ports), [parse_volume(v) for v in opts.volumes], job_user(opts)  # input
+    shm_size(opts.shm_size)
     lock = fresh_lock(opts.project, no_host=opts.no_host)
     eng = engine()
     image = image_for(eng, opts.project, lock)
