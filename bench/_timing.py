@@ -25,4 +25,19 @@ def command_ms(argv: list[str], repeat: int = 10, **kw) -> float:
     return median_ms(run, repeat)
 
 
+def ensure_bytecode() -> str:
+    """Compile cudabox's modules first, as installing it does (pip writes .pyc files): in a checkout run with
+    PYTHONDONTWRITEBYTECODE=1 (CI, this sandbox) every command would otherwise compile every module it
+    imports, every time, and the figures would time the compiler. Returns the line the benches print."""
+    import compileall
+    import os
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent.parent / "cudabox"
+    compileall.compile_dir(str(package), quiet=1)
+    flag = " (PYTHONDONTWRITEBYTECODE=1 is set: without this every run compiled them)" \
+        if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
+    return f"bytecode: cudabox's modules compiled first, as an install does{flag}"
+
+
 PY = sys.executable

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _timing import PY  # noqa: E402
+from _timing import PY, ensure_bytecode  # noqa: E402
 
 REPEAT = 15
 
@@ -42,6 +42,7 @@ def project() -> Path:
 
 
 def main() -> int:
+    print(f"run  {ensure_bytecode()}")
     os.environ.setdefault("CUDABOX_NO_HOST", "1")
     cudabox = shutil.which("cudabox", path=str(Path(PY).parent)) or "cudabox"
     docker = shutil.which("docker")
