@@ -98,12 +98,42 @@ def _loader():
 MAX_INPUT_BYTES = 8 << 20
 
 
+def printable(name: str) -> str:
+    """A file name as text that can be printed and written to UTF-8 files: undecodable bytes of the name
+    (`requirements-\\xff.txt`) shown escaped instead of failing the output."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def display_path(path: Path) -> str:
     """A path as the user should see it: relative to the cwd when inside it."""
     try:
         return str(Path(path).resolve().relative_to(Path.cwd()))
     except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
         return str(path)
+
+
+def real_path(path) -> Path:
+    """`path` with its symlinks followed; a symlink loop (Path.resolve raises on one) stays as given, made
+    absolute: reading it then says, once and in one line, what is wrong."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        return Path(os.path.abspath(path))
+
+
+def not_a_file(path) -> str:
+    """Why `path`, which is there, is no file to read: a directory, a device or pipe, a link to nothing."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"a symlink that leads nowhere ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "a directory, not a file"
+    return "not a regular file (a device, pipe or socket)"
 
 
 def read_input(path: Path, *, limit: int = MAX_INPUT_BYTES, shown: str | None = None) -> bytes:
@@ -152,11 +182,13 @@ def read_input_text(path: Path, *, limit: int = MAX_INPUT_BYTES, shown: str | No
     return decode_input(read_input(path, limit=limit, shown=shown), shown)
 
 
-def load_yaml(path: Path, text: str | None = None):
-    """Parse a YAML file into Node/Seq; syntax errors become `file:line: ...` InputErrors."""
+def load_yaml(path: Path, text: str | None = None, *, shown: str | None = None):
+    """Parse a YAML file into Node/Seq (read bounded unless `text` is given); errors become `file:line: ...`
+    InputErrors, the file named `shown` (default: relative to the current directory)."""
     path = Path(path)
+    shown = shown or display_path(path)
     if text is None:
-        text = read_input_text(path)
+        text = read_input_text(path, shown=shown)
     import yaml
 
     try:
@@ -165,15 +197,15 @@ def load_yaml(path: Path, text: str | None = None):
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         problem = exc.problem or exc.context or "invalid YAML"
-        raise located(display_path(path), line, f"invalid YAML: {problem}") from None
+        raise located(shown, line, f"invalid YAML: {problem}") from None
     except yaml.reader.ReaderError as exc:  # a character YAML refuses (control characters)
         line = text[:exc.position].count("\n") + 1 if isinstance(exc.position, int) else None
-        raise located(display_path(path), line, f"invalid YAML: {exc.reason} (character {exc.character!r})") \
+        raise located(shown, line, f"invalid YAML: {exc.reason} (character {exc.character!r})") \
             from None
     except yaml.YAMLError as exc:
-        raise located(display_path(path), None, f"invalid YAML: {str(exc).splitlines()[0]}") from None
+        raise located(shown, None, f"invalid YAML: {str(exc).splitlines()[0]}") from None
     except RecursionError:
-        raise located(display_path(path), None, "invalid YAML: nested too deeply") from None
+        raise located(shown, None, "invalid YAML: nested too deeply") from None
 
 
 def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:

@@ -198,3 +198,114 @@ def test_generated_lock_files(valid_lock, data, rehash, mutation, cut):
             if args[1] == "--check" and rc == 1:  # a stale lock is a failed check: exit 1 by design
                 rc = 0
             _assert_clean(args, rc, out, err)
+
+
+# --------------------------------------------------------------------------- `cudabox init` on hostile files
+# init reads whatever a checkout holds. Every read is bounded (files.read_input): a name that is no regular
+# file (a device, a pipe, a directory, a link to nothing or a loop) is named as not used, with why, and init
+# goes on; a regular file it can't use (too big, not UTF-8) is exit 2 with one line naming it (and the line),
+# cudabox.yaml still written. Never an OOM, a hang or a traceback: each run is capped at 1 GiB and 60 s.
+
+
+def _init(project: Path, *args) -> "subprocess.CompletedProcess":
+    import resource
+    import subprocess
+    import sys
+
+    from tests.support import CUDABOX
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    env = dict(os.environ, CUDABOX_NO_HOST="1")
+    return subprocess.run([sys.executable, str(CUDABOX), "init", "--yes", "--no-packages", *map(str, args),
+                           str(project)], capture_output=True, text=True, timeout=60, env=env, preexec_fn=cap)
+
+
+def _make(project: Path, name: str, kind: str) -> None:
+    path = project / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "zero-link":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "dangling":
+        path.symlink_to(project / "gone")
+    elif kind == "loop":
+        path.symlink_to(path)
+    elif kind == "huge":  # sparse: no disk used
+        with open(path, "wb") as fh:
+            fh.truncate((33 if name.endswith(".lock") else 9) << 20)
+    elif kind == "not-utf8":
+        path.write_bytes(b"numpy\n\xff\xfe\n")
+    else:
+        raise AssertionError(kind)
+
+
+NOT_FILES = {"zero-link": "not a regular file", "fifo": "not a regular file", "directory": "a directory",
+             "dangling": "a symlink that leads nowhere", "loop": "a symlink that leads nowhere"}
+
+
+@pytest.mark.parametrize("name", ["requirements.txt", "requirements/gpu.txt", "pyproject.toml", "setup.py",
+                                  "Pipfile", "environment.yml", "cog.yaml", "Dockerfile", "uv.lock",
+                                  ".python-version"])
+@pytest.mark.parametrize("kind", list(NOT_FILES))
+def test_init_names_what_is_no_file_and_goes_on(tmp_path, name, kind):
+    project = tmp_path / "proj"
+    project.mkdir()
+    _make(project, name, kind)
+    proc = _init(project, "--cuda", "12.8")
+    assert proc.returncode == 0, proc.stderr
+    assert f"not used: {name}: {NOT_FILES[kind]}" in proc.stdout, proc.stdout
+    spec = (project / "cudabox.yaml").read_text()
+    assert f"# Not used: {name}: {NOT_FILES[kind]}" in spec and (project / "cudabox.lock").is_file()
+
+
+@pytest.mark.parametrize("name, kind, says", [
+    ("requirements.txt", "huge", "requirements.txt: larger than 8 MiB"),
+    ("requirements.txt", "not-utf8", "requirements.txt:2: not valid UTF-8 (byte 0xff)"),
+    ("requirements-gpu.txt", "not-utf8", "requirements-gpu.txt:2: not valid UTF-8"),
+    ("pyproject.toml", "huge", "pyproject.toml: larger than 8 MiB"),
+    ("setup.py", "not-utf8", "setup.py:2: not valid UTF-8"),
+    ("environment.yml", "huge", "environment.yml: larger than 8 MiB"),
+    ("uv.lock", "huge", "uv.lock: larger than 32 MiB"),
+    (".python-version", "not-utf8", ".python-version:2: not valid UTF-8"),
+])
+def test_init_refuses_a_file_it_cannot_use_in_one_line(tmp_path, name, kind, says):
+    project = tmp_path / "proj"
+    project.mkdir()
+    _make(project, name, kind)
+    proc = _init(project, "--cuda", "12.8")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"cudabox: error: {says}"), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "NOT LOCKED" in (project / "cudabox.yaml").read_text()  # never empty-handed
+
+
+def test_init_reads_past_odd_neighbours(tmp_path):
+    """A huge or device-linked Python file is not a dependency file: the KERAS_BACKEND scan skips it; a
+    -r include or --from that is no regular file is exit 2 naming it; a non-UTF-8 file name is printed."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "requirements.txt").write_text("torch\n")
+    _make(project, "big.py", "huge")
+    _make(project, "zero.py", "zero-link")
+    proc = _init(project)
+    assert proc.returncode == 0, proc.stderr
+    (project / "requirements.txt").write_text("torch\n-r zero.txt\n")
+    _make(project, "zero.txt", "zero-link")
+    proc = _init(project, "--force")
+    assert proc.returncode == 2 and "requirements.txt:2: -r zero.txt: not a regular file" in proc.stderr, proc.stderr
+    proc = _init(project, "--force", "--from", project / "zero.txt")
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr and "file not found" not in proc.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "requirements.txt").write_text("torch\n")
+    (other / os.fsdecode(b"requirements-\xff.txt")).write_text("jax\n")
+    proc = _init(other)
+    assert proc.returncode == 0, proc.stderr
+    assert "requirements-\\xff.txt: another variant" in proc.stdout
+    assert "requirements-\\xff.txt" in (other / "cudabox.yaml").read_text()

@@ -21,7 +21,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from .. import paths
-from ..errors import InputError
+from ..errors import CudaboxError, InputError
+from ..files import read_input_text
 from ..resolve.stack import Stack
 
 WORKFLOW = Path(".github/workflows/images.yml")
@@ -73,9 +74,9 @@ def load_images(root: Path | None = None) -> list[CatalogImage]:
     for path in sorted(root.glob("*/*/stack.json")):
         framework, tag = path.parent.parent.name, path.parent.name
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_input_text(path))  # bounded, like every file cudabox reads
             stack = Stack.from_dict(data)
-        except (OSError, ValueError, TypeError) as exc:
+        except (CudaboxError, ValueError, TypeError) as exc:
             raise InputError(f"{path}: not a catalog stack.json ({exc}); run `cudabox images generate`") from None
         out.append(CatalogImage(framework, tag, stack, data.get("stack_hash") or stack.hash))
     from ..knowledge.loader import load_frameworks
@@ -172,7 +173,7 @@ def stages(dockerfile: str) -> dict[str, str]:
 def shared_stages(root: Path, images: list[CatalogImage], target: str = "stack") -> dict[str, dict[str, str]]:
     """{image id: {stage name: shared target name}} for stages that several Dockerfiles hold verbatim
     and that use no other stage: bake builds each of them once and hands it to every image."""
-    texts = {i.id: stages((root / i.path / "Dockerfile").read_text(encoding="utf-8")) for i in images}
+    texts = {i.id: stages(read_input_text(root / i.path / "Dockerfile")) for i in images}
     seen: dict[tuple[str, str], list[str]] = {}
     for image_id, named in texts.items():
         for name, text in named.items():
@@ -247,8 +248,8 @@ def current_runner(path: Path) -> tuple[str, ...]:
     import yaml
 
     try:
-        runs_on = yaml.safe_load(Path(path).read_text(encoding="utf-8"))["jobs"]["build"]["runs-on"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        runs_on = yaml.safe_load(read_input_text(Path(path)))["jobs"]["build"]["runs-on"]
+    except (CudaboxError, yaml.YAMLError, KeyError, TypeError):
         return ()
     labels = [runs_on] if isinstance(runs_on, str) else runs_on
     ok = isinstance(labels, list) and all(isinstance(x, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", x) for x in labels)
@@ -259,7 +260,7 @@ def workflow_drift(path: Path, expected: str) -> list[str]:
     """How the committed workflow differs from what would be generated (empty: in sync)."""
     if not path.is_file():
         return [f"missing: {path}"]
-    have = path.read_text(encoding="utf-8")
+    have = read_input_text(path)
     if have == expected:
         return []
     import difflib

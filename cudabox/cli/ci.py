@@ -160,7 +160,9 @@ def workflow(path: Path = WORKFLOW, runner: list[str] = RUNNER, catalog: Path = 
 
     target = _workflow_path(path)
     text = _workflow_text(catalog, runner, target)
-    changed = not target.is_file() or target.read_text(encoding="utf-8") != text
+    from ..files import read_input_text
+
+    changed = not target.is_file() or read_input_text(target) != text
     if changed:
         write_atomic(target, text)
     output.console(stderr=True).print(f"{'wrote' if changed else 'unchanged:'} {target}")

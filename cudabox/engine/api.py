@@ -16,6 +16,8 @@ import socket
 import struct
 from urllib.parse import quote, urlencode
 
+from ..errors import CudaboxError
+from ..files import read_input
 from .interface import STDERR, STDOUT, ContainerSpec, EngineError, GpuAccess, NoSuchContainer
 
 DEFAULT = object()  # a call's timeout: the engine's own (the connection's) unless given
@@ -256,11 +258,10 @@ def client_config() -> dict:
     for path in candidates:
         if os.path.exists(path):
             try:
-                with open(path, encoding="utf-8") as fh:
-                    data = json.load(fh)
-                return data if isinstance(data, dict) else {}
-            except (OSError, ValueError):
+                data = json.loads(read_input(path))  # bounded, regular files only
+            except (CudaboxError, ValueError):
                 return {}
+            return data if isinstance(data, dict) else {}
     return {}
 
 

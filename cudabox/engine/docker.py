@@ -649,7 +649,10 @@ class DockerEngine:
 
 
 def _read(path: Path) -> str:
+    from ..errors import CudaboxError
+    from ..files import read_input
+
     try:
-        return path.read_text(errors="replace")
-    except OSError:
+        return read_input(path).decode("utf-8", "replace")
+    except CudaboxError:
         return ""

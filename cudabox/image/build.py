@@ -23,8 +23,8 @@ from pathlib import Path
 
 from .. import paths
 from ..engine import BuildError, BuildRequest, Engine, connect, context_files
-from ..errors import CheckFailed, EnvironmentProblem
-from ..files import write_atomic
+from ..errors import CheckFailed, CudaboxError, EnvironmentProblem
+from ..files import read_input, write_atomic
 from ..lock.lockfile import Lock, check_lock, read_lock
 from ..resolve.stack import Stack
 from ..trust import CA_ENV, ca_bundle
@@ -123,7 +123,7 @@ def ensure_image(project_dir=".", *, lock: Lock | None = None, plain: bool = Fal
         ignore = ignores[dockerfile]
         tag = project_tag(lock, suffix, project_dir=project_dir)
         fingerprint = context_fingerprint(project_dir, ignore, dockerfile, s_id,
-                                          (project_dir / dockerfile).read_text())
+                                          read_input(project_dir / dockerfile).decode("utf-8"))
         existing = engine.image(tag)
         reused = bool(existing) and not no_cache and _labels(existing).get(CONTEXT_LABEL) == fingerprint
         if reused:
@@ -297,7 +297,7 @@ def _write_project_files(project_dir: Path, rendered, stack_ref: str) -> dict[st
     BuildKit reads `<Dockerfile>.dockerignore` beside the Dockerfile instead of it, so its rules are merged
     in (cudabox's rules last: they keep .git, .env and the like out whatever the project says)."""
     own = project_dir / ".dockerignore"
-    own_text = own.read_text(encoding="utf-8", errors="replace") if own.is_file() else ""
+    own_text = read_input(own).decode("utf-8", "replace") if own.is_file() else ""  # bounded, exit 2 if odd
     merged = ("# Written by `cudabox build`: the project's .dockerignore, then cudabox's rules. Do not edit.\n"
               + (own_text.rstrip("\n") + "\n" if own_text.strip() else "") + rendered.dockerignore)
     support = f"!{SUPPORT_DIR}"
@@ -318,10 +318,10 @@ def _write_project_files(project_dir: Path, rendered, stack_ref: str) -> dict[st
 
 
 def _write_if_changed(path: Path, text: str) -> None:
-    try:
-        if path.read_text(encoding="utf-8") == text:
+    try:  # bounded: whatever a checkout put there (a link to a device) is replaced, never read whole
+        if path.is_file() and read_input(path) == text.encode("utf-8"):
             return
-    except (OSError, UnicodeDecodeError):
+    except CudaboxError:
         pass
     write_atomic(path, text)
 

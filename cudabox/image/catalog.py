@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import CudaboxError, InputError, located
-from ..files import Node, display_path, load_yaml, write_atomic
+from ..files import Node, display_path, load_yaml, read_input, write_atomic
 from ..knowledge.frameworks import PLAIN, Framework, Frameworks
 from ..knowledge.values import FLAVOURS, python_spec
 from .render import RenderOptions, render, smoke_source
@@ -269,6 +269,14 @@ def _owned(root: Path, result: Plan) -> dict[str, Path]:
     return out
 
 
+def _text(path: Path) -> str | None:
+    """A generated file's text, read bounded; None when it can't be read (it then differs)."""
+    try:
+        return read_input(path).decode("utf-8", "replace")
+    except CudaboxError:
+        return None
+
+
 def differences(root: Path, result: Plan) -> list[str]:
     """How root differs from what generate would write: 'modified: X', 'missing: X', 'extra: X'."""
     disk = _owned(Path(root), result)
@@ -276,7 +284,7 @@ def differences(root: Path, result: Plan) -> list[str]:
     for rel, content in sorted(result.files.items()):
         if rel not in disk:
             out.append(f"missing: {rel}")
-        elif disk[rel].read_text(encoding="utf-8", errors="replace") != content:
+        elif _text(disk[rel]) != content:
             out.append(f"modified: {rel}")
     out += [f"extra: {rel}" for rel in sorted(disk) if rel not in result.files]
     return out
@@ -288,7 +296,7 @@ def generate(root: Path, result: Plan) -> dict:
     written, deleted = [], []
     for rel, content in sorted(result.files.items()):
         path = root / rel
-        if not path.is_file() or path.read_text(encoding="utf-8", errors="replace") != content:
+        if not path.is_file() or _text(path) != content:
             write_atomic(path, content)
             written.append(rel)
     for rel, path in _owned(root, result).items():

@@ -15,7 +15,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import CudaboxError, InputError
+from ..files import read_input_text
 from .run import CACHES, HOME, ULIMITS, cache_binds, parse_ports
 
 DEVCONTAINER_FILE = Path(".devcontainer") / "devcontainer.json"
@@ -153,6 +154,10 @@ def check(path: Path, text: str) -> str | None:
     """None when `path` holds exactly `text`; else why not (for --check)."""
     if not path.is_file():
         return f"{path} does not exist"
-    if path.read_text(encoding="utf-8") != text:
+    try:
+        have = read_input_text(path, shown=str(path))  # bounded: a link to /dev/zero is "not it", not a hang
+    except CudaboxError as exc:
+        return str(exc)
+    if have != text:
         return f"{path} is not what cudabox would write now (the lock or cudabox changed)"
     return None

@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from ..resolve.environment import Chooser
 from ..errors import CudaboxError, InputError, Unsatisfiable
+from ..files import read_input_text
 from .inventory import Node
 from ..knowledge.matrix import Matrix
 from ..knowledge.model import cuda_version
@@ -96,9 +97,9 @@ def candidates(project_dir: Path | None, catalog_dir: Path | None) -> list[Candi
     if catalog_dir is not None and Path(catalog_dir).is_dir():
         for path in sorted(Path(catalog_dir).glob("*/*/stack.json")):
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = json.loads(read_input_text(path))  # bounded
                 stack = Stack.from_dict(data)
-            except (OSError, ValueError, TypeError) as exc:
+            except (CudaboxError, ValueError, TypeError) as exc:
                 raise InputError(f"{path}: not a catalog stack.json ({exc})") from None
             name = data.get("image") or f"{path.parent.parent.name}:{path.parent.name}"
             out.append(Candidate(name, stack, "catalog"))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..files import Node as YamlNode, display_path, load_yaml
+from ..files import Node as YamlNode, display_path, load_yaml, read_input_text
 from ..knowledge.matrix import Matrix
 from ..knowledge.model import GPU, DriverVersion
 
@@ -58,10 +58,7 @@ class Options:
 def read_inventory(path: Path, m: Matrix, options: Options = Options()) -> list[Node]:
     path = Path(path)
     shown = display_path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{shown}: cannot read the inventory ({exc.strerror or exc})") from None
+    text = read_input_text(path, shown=shown)  # bounded: a device, a directory or a huge file is exit 2
     stripped = "\n".join(ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")).lstrip()
     if stripped.startswith("{"):
         try:

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import CudaboxError
+from ..files import read_input_text
 from ..knowledge.names import normalize_gpu_name
 
 
@@ -66,9 +68,9 @@ def facts_from_files(directory: Path, *, why: str = "bundled matrix files", use_
     loads = _yaml_loader() if use_yaml else None
     docs = {}
     for name in ("gpus", "cuda"):
-        try:
-            text = (Path(directory) / f"{name}.yaml").read_text(encoding="utf-8")
-        except OSError:
+        try:  # bounded (files.py needs no PyYAML: a bare GPU node has it)
+            text = read_input_text(Path(directory) / f"{name}.yaml")
+        except CudaboxError:
             continue
         docs[name] = loads(text) if loads else {"gpus": {"gpus": flat_records(text, "gpus"),
                                                           "thresholds": _flow_map(text, "thresholds")},

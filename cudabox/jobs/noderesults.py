@@ -11,7 +11,8 @@ import socket
 from pathlib import Path
 
 from .. import paths
-from ..files import write_atomic
+from ..errors import CudaboxError
+from ..files import read_input_text, write_atomic
 
 SCHEMA = "cudabox.check/v1"
 
@@ -36,9 +37,9 @@ def load_results(directory: Path | None = None) -> dict[str, dict]:
     out = {}
     folder = results_dir(directory)
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        try:  # bounded: a shared results folder holds other nodes' (other users') files
+            data = json.loads(read_input_text(path))
+        except (CudaboxError, ValueError):
             continue
         if isinstance(data, dict) and data.get("schema") == SCHEMA and data.get("node"):
             out[str(data["node"])] = data

@@ -17,7 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import EnvironmentProblem, InputError
+from ..errors import CudaboxError, EnvironmentProblem, InputError
+from ..files import read_input_text
 from ..engine import ContainerSpec, EngineError
 from .run_io import CLIENT_LABEL, LABEL, client_id
 
@@ -176,9 +177,9 @@ def parse_env(opts: RunOptions, environ=os.environ) -> dict:
     items = []
     for path in opts.env_files:
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise InputError(f"--env-file {path}: {exc.strerror or exc}") from None
+            lines = read_input_text(Path(path), shown=str(path)).splitlines()  # bounded, a regular file
+        except CudaboxError as exc:
+            raise InputError(f"--env-file {exc}") from None
         items += [(f"{path}:{n}", line.strip()) for n, line in enumerate(lines, 1)
                   if line.strip() and not line.strip().startswith("#")]
     items += [("-e", item) for item in opts.env]

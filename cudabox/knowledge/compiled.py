@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from .. import __version__, paths
+from ..errors import CudaboxError
+from ..files import read_input
 
 KEEP = 8  # compiled matrices kept (other overlays, other working folders); the oldest go first
 _LOADED: dict = {}  # the last Matrix this process loaded, by key: one unpickling per command
@@ -29,10 +31,10 @@ def _key(project_dir: Path | None, bundled: Path | None) -> str | None:
         for i, directory in enumerate([bundled or paths.matrices_dir(), *overlay_dirs(project_dir)]):
             h.update(f"dir {i} {directory}\0".encode())
             for path in sorted(Path(directory).glob("*.yaml")):
-                data = path.read_bytes()
+                data = read_input(path)  # bounded: an overlay linked to /dev/zero is the loader's error
                 h.update(f"{path.name} {len(data)}\0".encode())
                 h.update(data)
-    except OSError:
+    except (OSError, CudaboxError):
         return None  # unreadable: let the loader say what is wrong
     return h.hexdigest()
 

@@ -11,11 +11,12 @@ are in pyproject.py and readers.py; survey.py decides which files are read.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-from ..errors import located
-from ..files import Node, load_yaml
+from ..errors import InputError, located
+from ..files import Node, load_yaml, not_a_file, real_path
 from .detected import Detected, line_of, read_text, requirement
 
 # conda packages provided by the stack or the OS, not pip packages (frameworks' conda names are in
@@ -32,9 +33,9 @@ _CONDA_CUDA = ("cuda-version", "cudatoolkit", "pytorch-cuda", "cuda")
 def read_requirements(path: Path, found: Detected, *, seen: set | None = None) -> bool:
     """Read a requirements file into `found`; True when cudabox.yaml can reference it unchanged."""
     seen = seen if seen is not None else set()
-    if path.resolve() in seen:
+    if real_path(path) in seen:
         return True
-    seen.add(path.resolve())
+    seen.add(real_path(path))
     shown = found.show(path)
     raw = read_text(path, shown)
     found.sources.append(shown)
@@ -53,7 +54,8 @@ def read_requirements(path: Path, found: Detected, *, seen: set | None = None) -
             value = value.strip()
             if option in ("-r", "--requirement"):
                 if not (path.parent / value).is_file():
-                    raise located(shown, number, f"-r {value}: file not found")
+                    why = not_a_file(path.parent / value) if os.path.lexists(path.parent / value) else "file not found"
+                    raise located(shown, number, f"-r {value}: {why}")
                 plain &= read_requirements(path.parent / value, found, seen=seen)
             elif option in ("--extra-index-url", "--index-url", "-i"):
                 found.add_index(value, where)
@@ -134,7 +136,7 @@ def conda_requirement(text: str) -> tuple[str, str]:
 
 def read_environment(path: Path, found: Detected) -> None:
     shown = found.show(path)
-    doc = load_yaml(path)
+    doc = load_yaml(path, shown=shown)
     if not isinstance(doc, Node):
         raise located(shown, getattr(doc, "line", 1), "expected a mapping with a `dependencies:` list")
     if "dependencies" not in doc:
@@ -245,9 +247,9 @@ def read_backend_env(directory: Path, found: Detected) -> None:
     files = [directory / ".env"] if (directory / ".env").is_file() else []
     files += sorted(p for p in directory.glob("*.py") if p.is_file())
     for path in files:
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
+        try:  # read bounded; one that can't be read (a device, huge, not UTF-8) has nothing to say here
+            lines = read_text(path, found.show(path)).splitlines()
+        except InputError:
             continue
         for number, line in enumerate(lines, 1):
             for form in forms[:1] if path.name == ".env" else forms[1:]:

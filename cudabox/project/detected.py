@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ..errors import InputError, located
-from ..files import display_path
+from ..files import MAX_INPUT_BYTES, display_path, printable, read_input_text, real_path
 from ..knowledge.frameworks import Frameworks
 from ..knowledge.loader import load_frameworks
 from ..knowledge.values import python_spec
@@ -56,10 +56,12 @@ class Detected:
     errors: list[str] = field(default_factory=list)
 
     def show(self, path: Path) -> str:
+        """How a file is named in the output and in cudabox.yaml: relative to the project, printable."""
         try:
-            return str(Path(path).resolve().relative_to(self.root.resolve())) if self.root else display_path(path)
+            shown = str(real_path(path).relative_to(real_path(self.root))) if self.root else display_path(path)
         except ValueError:
-            return display_path(path)
+            shown = display_path(path)
+        return printable(shown)
 
     @property
     def frameworks(self) -> dict[str, str]:
@@ -170,11 +172,10 @@ def requirement(text: str, where: str) -> str:
     return parse_requirement(text, what=where, allow_url=True)  # URL requirements become notes
 
 
-def read_text(path: Path, shown: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise located(shown, None, f"cannot read: {exc}") from None
+def read_text(path: Path, shown: str, limit: int = MAX_INPUT_BYTES) -> str:
+    """A project file as UTF-8 text, read bounded (files.read_input): a device, a directory, a symlink loop,
+    a file over `limit` or bytes that aren't UTF-8 are an InputError naming the file (and line)."""
+    return read_input_text(path, limit=limit, shown=shown)
 
 
 def line_of(raw: str, needle: str) -> int | None:

@@ -96,10 +96,13 @@ def _line(raw: str, needle: str, default: int) -> int:
 # --------------------------------------------------------------------------- Pipfile and lock files
 
 
-def _toml(path: Path, shown: str) -> dict:
+LOCK_FILE_BYTES = 32 << 20  # a big monorepo's uv.lock runs to megabytes; other inputs stop at files.MAX_INPUT_BYTES
+
+
+def _toml(path: Path, shown: str, **limit) -> dict:
     from .pyproject import load_toml
 
-    return load_toml(path, read_text(path, shown))
+    return load_toml(path, read_text(path, shown, **limit))
 
 
 def read_pipfile(path: Path, found: Detected) -> None:
@@ -139,13 +142,13 @@ def read_lock_file(path: Path, found: Detected) -> None:
     shown = found.show(path)
     if path.name == "Pipfile.lock":
         try:
-            doc = json.loads(read_text(path, shown))
+            doc = json.loads(read_text(path, shown, limit=LOCK_FILE_BYTES))
         except json.JSONDecodeError as exc:
             raise located(shown, exc.lineno, f"invalid JSON: {exc.msg}") from None
         packages = [(n, str(v.get("version", "")).lstrip("=")) for n, v in (doc.get("default") or {}).items()
                     if isinstance(v, dict)]
     else:
-        doc = _toml(path, shown)
+        doc = _toml(path, shown, limit=LOCK_FILE_BYTES)
         packages = [(str(p.get("name")), str(p.get("version", ""))) for p in doc.get("package") or []
                     if isinstance(p, dict)]
     found.sources.append(shown)
@@ -167,7 +170,7 @@ _COG_NO_COUNTERPART = {
 def read_cog(path: Path, found: Detected, read_file) -> None:
     """cog.yaml -> the same project in cudabox.yaml terms; what has no counterpart is a note."""
     shown = found.show(path)
-    doc = load_yaml(path)
+    doc = load_yaml(path, shown=shown)
     if not isinstance(doc, Node):
         raise located(shown, getattr(doc, "line", 1), "expected a mapping with a `build:` section")
     found.sources.append(shown)

@@ -10,13 +10,15 @@ with why. `--from FILE` reads that one file instead; `--with REQ` adds to either
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Callable
 
 from ..errors import InputError
+from ..files import not_a_file, printable, real_path
 from .detect import read_backend_env, read_environment, read_requirements, read_setup_cfg
-from .detected import Detected
+from .detected import Detected, read_text
 from .values import parse_requirement
 
 # A variant for development, tests or docs is never what the image needs.
@@ -42,8 +44,10 @@ def detect(directory: Path, *, from_file: Path | None = None, with_: tuple[str, 
     found = Detected(root=directory, lenient=lenient)
     if from_file is not None:
         path = from_file if from_file.is_absolute() else Path.cwd() / from_file
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise InputError(f"--from {from_file}: file not found")
+        if not path.is_file():
+            raise InputError(f"--from {from_file}: {not_a_file(path)}")
         read_one(path, found, extras)
         found.notes.append(f"--from {found.show(path)}: the project's other files were not read")
     else:
@@ -85,32 +89,35 @@ def read_one(path: Path, found: Detected, extras: tuple[str, ...] = ()) -> None:
 def _read_all(directory: Path, found: Detected, extras, choose: Chooser | None) -> None:
     from .readers import read_cog, read_dockerfile, read_lock_file, read_pipfile, read_setup_py
 
+    def present(name: str) -> bool:
+        return _present(directory / name, found)
+
     chosen = _requirements_file(directory, found, choose)
     if chosen:
         _read_reqs(chosen, found)
-    if (directory / "pyproject.toml").is_file():
+    if present("pyproject.toml"):
         _read_pyproject(directory / "pyproject.toml", found, extras)
     elif extras:
         raise InputError("--extra: the project has no pyproject.toml (extras are its optional dependencies)")
-    if (directory / "setup.py").is_file():
+    if present("setup.py"):
         read_setup_py(directory / "setup.py", found, lambda p: _read_reqs(p, found))
-    if (directory / "setup.cfg").is_file():
+    if present("setup.cfg"):
         read_setup_cfg(directory / "setup.cfg", found)
-    if (directory / "Pipfile").is_file():
+    if present("Pipfile"):
         read_pipfile(directory / "Pipfile", found)
-    conda = [n for n in CONDA_FILES if (directory / n).is_file()]
+    conda = [n for n in CONDA_FILES if present(n)]
     if conda:
         read_environment(directory / conda[0], found)
         for other in conda[1:]:
             found.skip(other, f"{conda[0]} was read (one conda environment per project)")
     for name in ("cog.yaml", "cog.yml"):
-        if (directory / name).is_file():
+        if present(name):
             read_cog(directory / name, found, lambda p: _read_reqs(p, found))
-    if (directory / "Dockerfile").is_file():
+    if present("Dockerfile"):
         read_dockerfile(directory / "Dockerfile", found)
     for other in sorted({*directory.glob("*.Dockerfile"), *directory.glob("Dockerfile.*")}):
         found.skip(other.name, f"a Dockerfile for one part of the project; `--from {other.name}` reads its FROM")
-    locks = [n for n in LOCK_FILES if (directory / n).is_file()]
+    locks = [n for n in LOCK_FILES if present(n)]
     for name in locks:
         read_lock_file(directory / name, found)
     if locks:
@@ -119,11 +126,24 @@ def _read_all(directory: Path, found: Detected, extras, choose: Chooser | None) 
             if not any(o.startswith(f"{name} (lock file") for o in found.origins.values()):
                 found.sources.remove(name)
                 found.skip(name, "pins no framework the project asks for (only framework pins are taken)")
-    pv = directory / ".python-version"
-    if pv.is_file():
-        text = pv.read_text(encoding="utf-8").strip().splitlines()
+    if present(".python-version"):
+        text = read_text(directory / ".python-version", ".python-version").strip().splitlines()
         if text and re.fullmatch(r"3\.\d+(\.\d+)?", text[0].strip()):
             found.python, found.python_from = ".".join(text[0].strip().split(".")[:2]), ".python-version"
+
+
+def _present(path: Path, found: Detected) -> bool:
+    """A regular file init can read. A name that is there but is no such file (a directory, a device or
+    pipe, a link to nothing or a loop) is named as not used, with why; init goes on with the others."""
+    if path.is_file():
+        return True
+    if os.path.lexists(path):
+        try:  # named as found in the project, not as where its link leads
+            shown = printable(str(path.relative_to(found.root)))
+        except ValueError:
+            shown = found.show(path)
+        found.skip(shown, not_a_file(path))
+    return False
 
 
 def _read_reqs(path: Path, found: Detected) -> None:
@@ -131,7 +151,7 @@ def _read_reqs(path: Path, found: Detected) -> None:
     from .spec import read_reference
 
     before = set(found.requirements) | set(found.extra_index_urls)
-    if path.resolve() in {(found.root / s).resolve() for s in found.sources}:
+    if real_path(path) in {real_path(found.root / s) for s in found.sources}:
         return
     plain = read_requirements(path, found)
     ref = found.show(path)
@@ -160,7 +180,8 @@ def _read_pyproject(path: Path, found: Detected, extras) -> None:
 
 def _requirements_file(directory: Path, found: Detected, choose: Chooser | None) -> Path | None:
     """requirements.txt, else one variant: the GPU one by default (or the one the user picks)."""
-    files = sorted({*directory.glob("requirements*.txt"), *(directory / "requirements").glob("*.txt")})
+    files = sorted(f for f in {*directory.glob("requirements*.txt"), *(directory / "requirements").glob("*.txt")}
+                   if _present(f, found))
     if not files:
         return None
     shown = {found.show(f): f for f in files}
@@ -171,7 +192,7 @@ def _requirements_file(directory: Path, found: Detected, choose: Chooser | None)
     included = set()
     for path in shown.values():
         included |= _includes(path)
-    candidates = [n for n, p in shown.items() if p.resolve() not in included]
+    candidates = [n for n, p in shown.items() if real_path(p) not in included]
     if not candidates:
         return None
     gpu = [n for n in candidates if _GPU.search(n)]
@@ -189,9 +210,9 @@ def _requirements_file(directory: Path, found: Detected, choose: Chooser | None)
                                              "the first")
         found.notes.append(f"requirements variants {', '.join(candidates)}: read {pick} ({how}); "
                            f"`cudabox init --from FILE` reads another")
-    used = {shown[pick].resolve()} | _includes(shown[pick])
+    used = {real_path(shown[pick])} | _includes(shown[pick])
     for name, path in shown.items():
-        if path.resolve() not in used:
+        if real_path(path) not in used:
             found.skip(name, f"another variant ({pick} was read; `--from {name}` reads this one)")
     return shown[pick]
 
@@ -199,14 +220,14 @@ def _requirements_file(directory: Path, found: Detected, choose: Chooser | None)
 def _includes(path: Path, seen: set | None = None) -> set:
     """The files a requirements file includes with -r, transitively."""
     seen = seen if seen is not None else set()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+    try:  # bounded; one that can't be read is said so when it is read for real
+        lines = read_text(path, str(path)).splitlines()
+    except InputError:
         return seen
     for line in lines:
         m = re.match(r"\s*(?:-r|--requirement)[\s=]+(\S+)", line)
         if m:
-            target = (path.parent / m.group(1)).resolve()
+            target = real_path(path.parent / m.group(1))
             if target not in seen and target.is_file():
                 seen.add(target)
                 _includes(target, seen)

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from .. import overlay
-from ...files import load_yaml
+from ...files import load_yaml, read_input_text
 from .reader import Plan, plain
 
 REFRESH_MARK = "`cudabox matrix refresh`"
@@ -39,7 +39,7 @@ def prune(directory: Path, bundled: dict, plan: Plan, header: str) -> tuple[dict
         path = Path(directory) / f"{subject}.yaml"
         if not path.is_file() or subject not in bundled:
             continue
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path)  # bounded
         doc = plain(load_yaml(path, text))
         if not isinstance(doc, dict):
             continue

@@ -22,7 +22,7 @@ from .. import check as matrix_check
 from .. import loader, overlay
 from ..matrix import Matrix
 from ...errors import CheckFailed, CudaboxError
-from ...files import Node, Seq, display_path, load_yaml, write_atomic
+from ...files import Node, Seq, display_path, load_yaml, read_input_text, write_atomic
 from .reader import Change, Plan, plain
 
 HEADER = ("# Written by `cudabox matrix refresh` from PyPI metadata (docs/refresh.md). Records here replace\n"
@@ -311,7 +311,7 @@ def new_texts(plan: Plan, directory: Path, base: dict[str, str] | None = None) -
         path = directory / f"{subject}.yaml"
         text = (base or {}).get(subject)
         if text is None:
-            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+            text = read_input_text(path) if path.is_file() else ""  # bounded
         spliced = splice(text, ours) if text.strip() else None
         if spliced is None and text.strip():  # a layout we can't edit in place: rewrite it, data kept
             merged = plain(load_yaml(path, text))
