@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..errors import InputError
-from ..knowledge.model import ArchList, DriverVersion, cc_tuple, sm_of
+from ..knowledge.arch import ArchList, DriverVersion, cc_tuple, sm_of
 from ..resolve.stack import Code, RunFacts, Stack
 
 
