@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ..errors import InputError, located
+from ..errors import InputError
 from ..files import MAX_INPUT_BYTES, display_path, printable, read_input_text, real_path
 from ..knowledge.frameworks import Frameworks
 from ..knowledge.loader import load_frameworks
