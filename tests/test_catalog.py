@@ -226,7 +226,10 @@ def test_published_pins_are_kept_while_the_stack_is_unchanged(plan, tmp_path, ma
     root = tmp_path / "images"
     catalog.generate(root, plan)
     published = json.loads((root / image.path / "stack.json").read_text())
-    published["requirement"] = "cuda>=99.0"  # as if the matrix had changed this stack
+    published["requirement"] = "cuda>=99.0"  # not what the pins were resolved from (nor the smoke test)
+    (root / image.path / "stack.json").write_text(json.dumps(published))
+    assert catalog.plan(matrix, [image.entry], root=root).images[0].stack.pins == image.stack.pins
+    published["requirements"].append("numpy==2.0.0")  # as if the matrix had changed what the stack installs
     (root / image.path / "stack.json").write_text(json.dumps(published))
     again = catalog.plan(matrix, [image.entry], root=root)
     assert again.images[0].stack.pins is None and image.path in again.unpinned

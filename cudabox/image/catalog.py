@@ -187,8 +187,8 @@ def plan(matrix=None, entries: list[Entry] | None = None, *, root: Path | None =
          upgrade: bool = False, progress=None) -> Plan:
     """Resolve every entry and render what images/ should hold.
 
-    Packages: an image keeps the pins published in `root` (default: images/ of the checkout) while its
-    stack is otherwise unchanged; `lock` pins the others (uv against their indexes, network), `upgrade`
+    Packages: an image keeps the pins published in `root` (default: images/ of the checkout) while what
+    they were resolved from is unchanged; `lock` pins the others (uv against their indexes, network), `upgrade`
     re-pins all. An image that can't be pinned is published unpinned (it resolves in its build) and
     `unpinned` says why."""
     from ..resolve.resolver import resolve

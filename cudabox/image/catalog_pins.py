@@ -1,8 +1,8 @@
 """The catalog's packages, locked: every image installs exact files with their sha256, as a project does.
 
 The catalog is generated from the matrix (catalog.py), and its pins from the package indexes, which move
-daily: so an image keeps the pins published in images/<path>/stack.json for as long as its stack is
-otherwise unchanged, and only new or changed stacks are locked again (`cudabox images generate`, with
+daily: so an image keeps the pins published in images/<path>/stack.json for as long as what they were
+resolved from is unchanged, and only new or changed stacks are locked again (`cudabox images generate`, with
 the network; `--upgrade` re-pins all). `cudabox images check` reads the published pins and never locks,
 so it needs no network. An image whose packages can't be locked where generate runs (its index is out
 of reach) is published unpinned: it resolves in its build, and the plan says why.
@@ -32,12 +32,13 @@ def published(root: Path, path: str) -> Stack | None:
         return None
 
 
-def same_but_pins(a: Stack, b: Stack) -> bool:
-    """Two stacks that build the same but for their pins: the published pins still fit."""
-    def strip(stack):
-        return {k: v for k, v in stack.build_dict().items() if k not in ("pins", "tool_pins")}
+PIN_INPUTS = ("python", "platform", "requirements", "indexes", "index_urls", "tools")
 
-    return strip(a) == strip(b)
+
+def same_pin_inputs(a: Stack, b: Stack) -> bool:
+    """The published pins still fit: what the lock resolved them from (the requirements, their indexes,
+    the Python, the platform, the tools) is unchanged. A new smoke test or label leaves them be."""
+    return all(getattr(a, key) == getattr(b, key) for key in PIN_INPUTS)
 
 
 def pin_images(result, root: Path, *, lock: bool, upgrade: bool = False, progress=None) -> list:
@@ -45,7 +46,7 @@ def pin_images(result, root: Path, *, lock: bool, upgrade: bool = False, progres
     images, todo = list(result.images), []
     for i, image in enumerate(images):
         old = published(root, image.path)
-        if old is not None and old.pins is not None and not upgrade and same_but_pins(old, image.stack):
+        if old is not None and old.pins is not None and not upgrade and same_pin_inputs(old, image.stack):
             images[i] = replace(image, stack=replace(image.stack, pins=old.pins, tool_pins=old.tool_pins))
         else:
             todo.append((i, old))
