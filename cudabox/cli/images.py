@@ -79,6 +79,8 @@ def generate(json: bool = JSON, output_dir: Path = OUTPUT_DIR,
     an entry can't be resolved (the others are still written)."""
     import sys
 
+    from rich.markup import escape
+
     from ..image.catalog import default_dir, generate as write_tree
 
     output.use_json(json)
@@ -88,11 +90,11 @@ def generate(json: bool = JSON, output_dir: Path = OUTPUT_DIR,
     failures = [f"{entry.label} ({entry.where}): {why}" for entry, why in result.failures]
     if not json:
         con = output.console()
-        con.print(f"{len(result.images)} images in {root}: {len(changes['written'])} file(s) written, "
+        con.print(f"{len(result.images)} images in {escape(str(root))}: {len(changes['written'])} file(s) written, "
                   f"{len(changes['deleted'])} deleted; {len(result.locked)} locked anew, "
                   f"{len(result.unpinned)} unpinned")
         for rel in changes["deleted"]:
-            con.print(f"  deleted {rel}")
+            con.print(f"  deleted {escape(rel)}")
         for path, why in sorted(result.unpinned.items()):
             sys.stderr.write(f"note: {path}: packages resolve in its build ({why})\n")
     if failures:
