@@ -509,5 +509,5 @@ def test_live_pypi_lists_releases_newer_than_the_bundled_data(tmp_path):
     took = time.monotonic() - start
     for name, rels in newer.items():
         print(f"{name}: {', '.join(f'{r.version} ({r.uploaded})' for r in rels) or 'nothing newer'} than the matrix")
+    print(f"live newer_releases: {took:.1f} s")  # a figure, not an assertion (bench/refresh_cold.py measures)
     assert set(newer) == {"torch", "tensorflow", "jax", "paddle"}  # MXNet: one project per CUDA build, retired
-    assert took < 30, f"took {took:.1f} s"
