@@ -30,6 +30,8 @@ from cudabox.knowledge.refresh.reader import (
     jax_plugin_pins,
     jax_plugins,
     newer_releases,
+    plugin_names,
+    projects_for,
     pytorch_pythons,
     pytorch_variants,
     pytorch_wheels,
@@ -37,6 +39,7 @@ from cudabox.knowledge.refresh.reader import (
     tf_and_cuda,
     torch_pins,
 )
+from cudabox.knowledge.refresh.reader import plain
 from cudabox.knowledge.refresh.write import run
 from tests.support import REPO, run_cli
 
@@ -50,6 +53,13 @@ KNOWN_DISAGREEMENTS: dict = {}  # (package, version) -> why; empty: the bundled 
 @pytest.fixture(scope="module")
 def pypi(tmp_path_factory):
     return Client(FixtureTransport(FIXTURES), cache_dir=tmp_path_factory.mktemp("pypi-cache"))
+
+
+def bundled_docs() -> dict:
+    return overlay.load_documents(None, REPO / "matrices")
+
+
+JAX = plugin_names(bundled_docs()["frameworks"], "jax")  # jax[cudaNN] -> jax-cudaNN-plugin (frameworks.yaml)
 
 
 def requires(client: Client, name: str, version: str) -> list[str]:
@@ -83,7 +93,7 @@ def test_torch_2_11_0_pins_cuda_13_0_via_cuda_toolkit_and_cudnn_cu13(pypi):
 
 
 def test_jax_0_6_0_needs_cudnn_9_8(pypi):
-    plugins = jax_plugins(requires(pypi, "jax", "0.6.0"))
+    plugins = jax_plugins(requires(pypi, "jax", "0.6.0"), JAX)
     assert set(plugins) == {"cuda12"} and "0.6.0" in plugins["cuda12"]
     assert jax_plugin_pins(requires(pypi, "jax-cuda12-plugin", "0.6.0")) == {"cudnn": ">=9.8,<10", "cuda_min": "12.1"}
 
@@ -104,6 +114,31 @@ def test_more_derivations(pypi):
     assert jax_plugin_pins(requires(pypi, "jax-cuda13-plugin", "0.7.2")) == {
         "cudnn": ">=9.12.0.46,<10", "cuda_min": "13.0"}
     assert jax_plugin_pins(requires(pypi, "jax-cuda12-plugin", "0.4.31"))["cudnn"] == ">=9.1,<10"  # "with_cuda"
+
+
+@pytest.mark.parametrize("edit,selected,expected", [
+    (None, ["jax"], ["jax", "jaxlib", "jax-cuda11-plugin", "jax-cuda12-plugin", "jax-cuda13-plugin"]),
+    ("cuda14", ["jax"], ["jax", "jaxlib", "jax-cuda11-plugin", "jax-cuda12-plugin", "jax-cuda13-plugin",
+                         "jax-cuda14-plugin"]),  # a new CUDA major in cuda.yaml is all a new plugin needs
+    ("no-plugin-package", ["jax"], ["jax", "jaxlib"]),
+    (None, ["torch", "torchvision"], ["torch", "torchvision"]),
+])
+def test_the_projects_refresh_reads_come_from_the_data(edit, selected, expected):
+    docs = {k: plain(v) for k, v in bundled_docs().items()}
+    if edit == "cuda14":
+        docs["cuda"]["majors"].append(dict(docs["cuda"]["majors"][-1], major=14))
+    elif edit == "no-plugin-package":
+        next(r for r in docs["frameworks"]["frameworks"] if r["name"] == "jax").pop("plugin_package")
+    got = projects_for(selected, docs, ("nvidia-cudnn-cu12",))
+    assert got == expected + ["nvidia-cudnn-cu12", "cuda-toolkit"]
+
+
+def test_jax_extras_map_to_their_plugin_projects():
+    assert [JAX.project(e) for e in ("cuda12", "cuda13", "cuda14", "cuda12_pip", "cpu")] == \
+        ["jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda14-plugin", None, None]
+    deps = ['jax-cuda14-plugin==0.20.0; extra == "cuda14"', 'jax-cuda12-plugin[with-cuda]==0.20.0; extra == "cuda12"',
+            'jaxlib==0.20.0; extra == "cuda12_local"']
+    assert {k: str(v) for k, v in jax_plugins(deps, JAX).items()} == {"cuda14": "==0.20.0", "cuda12": "==0.20.0"}
 
 
 def test_release_facts_from_the_project_json(pypi):
@@ -201,7 +236,7 @@ def test_bundled_tensorflow_pins_equal_pypi(pypi):
 
 def test_bundled_jax_plugin_pins_equal_pypi(pypi):
     bad = {}
-    plugin_releases = {n: releases(pypi.project(f"jax-{n}-plugin")) for n in ("cuda12", "cuda13")}
+    plugin_releases = {n: releases(pypi.project(JAX.project(n))) for n in ("cuda12", "cuda13")}
     jaxlib = releases(pypi.project("jaxlib"))
     for rec in bundled("jax")["releases"]:
         # jax is pure Python: a record's Pythons are the jaxlib wheel tags all its versions share
@@ -215,10 +250,10 @@ def test_bundled_jax_plugin_pins_equal_pypi(pypi):
                     .requires_python != rec["python"]:
                 bad[("jax", version, "python")] = "Requires-Python differs"
             found = {}
-            for extra, spec in jax_plugins(deps).items():
+            for extra, spec in jax_plugins(deps, JAX).items():
                 matches = [v for v in plugin_releases[extra] if v in spec]
                 if matches:
-                    found[extra] = jax_plugin_pins(requires(pypi, f"jax-{extra}-plugin", matches[-1]))
+                    found[extra] = jax_plugin_pins(requires(pypi, JAX.project(extra), matches[-1]))
                     if found[extra]["cudnn"] is None:  # jax <= 0.4.28 pins the nvidia-* wheels in its own extra
                         found[extra] = jax_plugin_pins(deps, extra)
             if set(found) != {p["name"] for p in rec["plugins"]}:

@@ -191,8 +191,12 @@ def _read_frameworks(doc, m: Matrix):
             package=r.get("package", f.optional(f.template), None), post_tag=r.get("post_tag", f.optional(f.template), None),
             variant_name=r.get("variant_name", f.optional(f.template), None),
             retired=r.get("retired", f.optional(f.string), None),
-            system_packages=r.get("system_packages", f.list_of(f.string), ()), prov=r.prov())
+            system_packages=r.get("system_packages", f.list_of(f.string), ()),
+            plugin_package=r.get("plugin_package", f.optional(f.template), None),
+            python_from=r.get("python_from", f.optional(f.string), None), prov=r.prov())
         r.done()
+        if fw.plugin_package and fw.shape != "plugins":
+            raise r.error("plugin_package", f"{what}: plugin_package is for the plugins shape")
         if (fw.post_tag or (fw.package and "{" in fw.package)) and not fw.variant_name:
             raise r.error("variant_name", f"{what}: a package template or post_tag needs 'variant_name'")
         if fw.shape in ("extra", "plugins") and not fw.extra:

@@ -22,10 +22,14 @@ from packaging.version import Version
 from .reader import (
     PYTORCH_INDEX,
     Planner,
+    PluginNames,
     as_version,
     companion_pin,
+    cuda_majors,
+    framework_record,
     jax_plugin_pins,
     jax_plugins,
+    plugin_names,
     section,
     series_of,
     tf_and_cuda,
@@ -74,9 +78,9 @@ def prefetch(p: Planner, selected) -> None:
         floor = data_floor(p, name, known[name])
         rels += _candidates(p.r, name, floor) if name != "jax" else \
             [r for r in p.r.releases("jax").values() if not r.yanked and as_version(r.version) >= as_version(floor)]
-        if name == "jax":
-            for plugin in ("jax-cuda12-plugin", "jax-cuda13-plugin"):
-                rels += [r for r in p.r.releases(plugin).values() if not r.yanked and as_version(r.version) >= as_version(floor)]
+        plugins = plugin_names(p.work["frameworks"], name) if name == "jax" else None
+        for plugin in plugins.projects(cuda_majors(p.work["cuda"])) if plugins else ():
+            rels += [r for r in p.r.releases(plugin).values() if not r.yanked and as_version(r.version) >= as_version(floor)]
     p.r.metadata(rels)
 
 
@@ -361,22 +365,23 @@ def _new_tf(p: Planner, records, series, group, pins, metas, url) -> None:
 # --------------------------------------------------------------------------- jax
 
 
-def _jax_facts(p: Planner, rels) -> dict[str, dict]:
+def _jax_facts(p: Planner, rels, names: PluginNames) -> dict[str, dict]:
     """Per jax version: Requires-Python and, per cudaNN extra, the plugin's pins."""
     metas = p.r.metadata(rels)
     wanted: dict[str, list] = {}
     plan = {}
     for rel in rels:
         extras = {}
-        for extra, spec in jax_plugins(metas[rel.version].requires_dist).items():
-            plugin = [r for r in p.r.releases(f"jax-{extra}-plugin").values() if not r.yanked and r.version in spec]
+        for extra, spec in jax_plugins(metas[rel.version].requires_dist, names).items():
+            plugin = [r for r in p.r.releases(names.project(extra)).values() if not r.yanked and r.version in spec]
             if plugin:
                 extras[extra] = max(plugin, key=lambda r: as_version(r.version))
                 wanted.setdefault(extra, []).append(extras[extra])
         plan[rel.version] = extras
     plugin_meta = {extra: p.r.metadata(list({r.version: r for r in rs}.values())) for extra, rs in wanted.items()}
     out = {}
-    jaxlib = p.r.releases("jaxlib")
+    python_from = framework_record(p.work["frameworks"], "jax").get("python_from")
+    jaxlib = p.r.releases(python_from) if python_from else {}
     for rel in rels:
         plugins = {}
         for extra, r in plan[rel.version].items():
@@ -408,7 +413,11 @@ def jax(p: Planner) -> None:
     known = {v for r in records for v in r["versions"]}
     floor = data_floor(p, "jax", known)
     rels = [r for r in p.r.releases("jax").values() if not r.yanked and as_version(r.version) >= as_version(floor)]
-    facts = _jax_facts(p, rels)
+    names = plugin_names(p.work["frameworks"], "jax")
+    if names is None:
+        p.note("jax: frameworks.yaml names no plugin_package: its CUDA plugins can't be read")
+        return
+    facts = _jax_facts(p, rels, names)
     for old in list(records):
         got = [facts[v] for v in old["versions"] if v in facts]
         if not got:
@@ -432,15 +441,15 @@ def jax(p: Planner) -> None:
         p.put("jax", "releases", "versions", new, old)
     for rel in rels:
         if rel.version not in known and facts[rel.version]["plugins"]:
-            _new_jax(p, records, rel.version, facts[rel.version], p.r.url("jax"))
+            _new_jax(p, records, rel.version, facts[rel.version], p.r.url("jax"), names)
 
 
-def _new_jax(p: Planner, records, version, facts, url) -> None:
+def _new_jax(p: Planner, records, version, facts, url, names: PluginNames) -> None:
     prior = _prior(records, _jax_key, as_version(version))
     plugins = []
     for name, pins in sorted(facts["plugins"].items()):
         model = next((x for x in (prior or {}).get("plugins", []) if x["name"] == name), None)
-        plugin = {"name": name, "cuda_major": int(name[4:]), "cuda": model.get("cuda") if model else None,
+        plugin = {"name": name, "cuda_major": names.major(name), "cuda": model.get("cuda") if model else None,
                   "cuda_min": pins["cuda_min"] or (model or {}).get("cuda_min"), "cudnn": pins["cudnn"],
                   "min_cc": model.get("min_cc") if model else None, "source": pins["url"]}
         plugin["status"] = "inferred" if model else "unverified"

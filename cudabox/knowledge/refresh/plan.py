@@ -39,7 +39,7 @@ def plan(client: Client, docs: dict, frameworks=None, *, progress=None) -> Plan:
     p = Planner(Reader(client, progress, workers=32), docs)
     p.plan.cudnn_projects = tuple(cuda.cudnn_wheels(p.work))
     projects = {name: pypi_project(docs["frameworks"], name) or name for name in selected}
-    p.r.prefetch(projects_for(selected, p.plan.cudnn_projects, projects))  # every project JSON, then every METADATA, in one pass
+    p.r.prefetch(projects_for(selected, docs, p.plan.cudnn_projects, projects))  # every project JSON, then every METADATA, in one pass
     fw.prefetch(p, selected)
     for name in selected:  # torch before its companions; cuDNN and CUDA last (they serve the pins)
         if name in READERS:

@@ -28,6 +28,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, canonicaliz
 from packaging.version import InvalidVersion, Version
 
 from ...errors import EnvironmentProblem, InputError
+from ..frameworks import template_regex
+from ..overlay import section_at
 from ..pypi import Client, Metadata
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/torch/"
@@ -165,15 +167,55 @@ def tf_and_cuda(requires_dist) -> dict | None:
     return {"cuda_major": out["cuda_major"], "cuda_runtime": out.get("cuda_runtime"), "cudnn": out["cudnn"]}
 
 
-def jax_plugins(requires_dist) -> dict[str, SpecifierSet]:
-    """jax's `cudaNN` extras -> the jax-cudaNN-plugin versions they require."""
+@dataclass(frozen=True)
+class PluginNames:
+    """How a `plugins` framework (frameworks.yaml) names its CUDA extras and their PyPI projects:
+    `extra` "cuda{major}", `package` "jax-cuda{major}-plugin"."""
+
+    extra: str
+    package: str
+
+    def major(self, extra: str) -> int | None:
+        """"cuda12" -> 12; None for another extra (cuda12_pip, cpu)."""
+        m = re.fullmatch(template_regex(self.extra), extra)
+        return int(m["major"]) if m and "major" in m.groupdict() else None
+
+    def project(self, extra: str) -> str | None:
+        major = self.major(extra)
+        return None if major is None else self.package.format(major=major)
+
+    def projects(self, majors) -> list[str]:
+        """The plugin project of each CUDA major (cuda.yaml `majors`)."""
+        return [self.package.format(major=m) for m in majors]
+
+
+def framework_record(frameworks_doc, name: str) -> dict:
+    """A framework's record in (merged) frameworks.yaml, {} when not declared."""
+    return next((plain(r) for r in section_at(frameworks_doc, "frameworks") or ()
+                 if isinstance(r, dict) and r.get("name") == name), {})
+
+
+def plugin_names(frameworks_doc, name: str) -> PluginNames | None:
+    """The extra and plugin package templates of a `plugins` framework; None when it declares no plugin_package."""
+    rec = framework_record(frameworks_doc, name)
+    return PluginNames(rec["extra"], rec["plugin_package"]) if rec.get("extra") and rec.get("plugin_package") \
+        else None
+
+
+def cuda_majors(cuda_doc) -> list[int]:
+    return sorted(int(r["major"]) for r in section_at(cuda_doc, "majors") or () if isinstance(r, dict))
+
+
+def jax_plugins(requires_dist, names: PluginNames) -> dict[str, SpecifierSet]:
+    """jax's CUDA extras (`cuda12`) -> the plugin versions they require (`names`: frameworks.yaml's templates)."""
     out = {}
     for text in requires_dist or ():
-        m = re.search(r"""extra\s*==\s*["'](cuda\d+)["']""", text)
-        if not m:
+        m = re.search(r"""extra\s*==\s*["']([^"']+)["']""", text)
+        project = names.project(m.group(1)) if m else None
+        if project is None:
             continue
         for req in requirements([text], m.group(1)):
-            if req.name == f"jax-{m.group(1)}-plugin":
+            if canonicalize_name(req.name) == canonicalize_name(project):
                 out[m.group(1)] = req.specifier
     return out
 
@@ -430,12 +472,22 @@ class Planner:
         self.plan.notes.append(text)
 
 
-def projects_for(selected, cudnn_projects=(), projects=None) -> list[str]:
+def projects_for(selected, docs: dict, cudnn_projects=(), projects=None) -> list[str]:
     """The PyPI projects a refresh of `selected` reads (cuDNN and CUDA are always followed);
-    `projects`: framework -> its PyPI project where they differ (paddle -> paddlepaddle-gpu)."""
-    names = [(projects or {}).get(n, n) for n in selected if n not in ("cudnn", "cuda")]
-    if "jax" in selected:
-        names += ["jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin"]
+    `projects`: framework -> its PyPI project where they differ (paddle -> paddlepaddle-gpu). A framework
+    also brings what frameworks.yaml says it is read with: `python_from` (jax: jaxlib's wheel tags) and
+    the `plugin_package` of every CUDA major cuda.yaml knows (jax-cuda12-plugin, jax-cuda13-plugin)."""
+    names = []
+    for name in selected:
+        if name in ("cudnn", "cuda"):
+            continue
+        names.append((projects or {}).get(name, name))
+        rec = framework_record(docs["frameworks"], name)
+        if rec.get("python_from"):
+            names.append(rec["python_from"])
+        plugins = plugin_names(docs["frameworks"], name)
+        if plugins:
+            names += plugins.projects(cuda_majors(docs["cuda"]))
     return names + list(cudnn_projects) + ["cuda-toolkit"]
 
 
