@@ -168,7 +168,7 @@ def test_pytorch_index_wheel_names_carry_version_variant_python_and_platform():
     assert pytorch_variants(INDEX.read_text()) == {"2.4.1": {"cu118", "cu121", "cu124"},  # no cpu, no rocm
                                                    "2.16.0": {"cu126", "cu130", "cu132"}}
     pythons = pytorch_pythons(INDEX.read_text())
-    assert pythons[("2.4.1", "cu121")] == ["3.8", "3.12"]
+    assert pythons[("2.4.1", "cu121")] == ["3.8", "3.9", "3.10", "3.11", "3.12"]
     assert pythons[("2.16.0", "cu130")] == ["3.11", "3.12", "3.13", "3.14"]  # cp314t left out
     assert pythons[("2.16.0", "cu132")] == ["3.11", "3.12", "3.13", "3.14"]  # the aarch64 wheel doesn't count
 
@@ -176,15 +176,79 @@ def test_pytorch_index_wheel_names_carry_version_variant_python_and_platform():
 def test_refresh_reads_the_pytorch_index_when_reachable(synthetic_pypi):
     (synthetic_pypi / "pytorch-index").mkdir()
     shutil.copy(INDEX, synthetic_pypi / "pytorch-index" / "torch.html")
-    plan, lines, _ = run(Client(FixtureTransport(synthetic_pypi)), ["torch"], dry_run=True)
+    plan, lines, written = run(Client(FixtureTransport(synthetic_pypi)), ["torch"])
     record = next(c.new for c in plan.changes if c.subject == "torch" and c.new.get("series") == "2.16")
     assert [v["name"] for v in record["variants"]] == ["cu126", "cu130", "cu132"]
     listed = next(v for v in record["variants"] if v["name"] == "cu126")
     assert "https://download.pytorch.org/whl/torch/" in listed["source"]
     assert listed["note"].startswith("listed on download.pytorch.org; cuDNN and arch lists carried")
     assert not any("could not read https://download.pytorch.org" in n for n in plan.notes)
-    # cu126 has no 3.14 wheel on the index while PyPI's (cu132) wheels go to 3.14: said, not hidden
-    assert any("torch 2.16 cu126 on download.pytorch.org has wheels for Python 3.11-3.13" in n for n in plan.notes)
+    # cu126 has no 3.14 wheel on the index while PyPI's (cu132) wheels go to 3.14: cu126 gets its own list
+    assert listed["python"] == ["3.11", "3.12", "3.13"] and record["python"] == ["3.11", "3.12", "3.13", "3.14"]
+    assert [v.get("python") for v in record["variants"]] == [["3.11", "3.12", "3.13"], None, None]
+    assert not [c.label for c in plan.changes if c.label == "torch 2.4"]  # 2.4.1's variants: every series Python
+    assert any("(cu126 Python 3.11-3.13: its wheels there)" in line for line in lines), lines
+    builds = {b.variant: b.python.versions for b in loader.load().builds_of("torch") if b.version == "2.16.0"}
+    assert builds == {"cu126": ("3.11", "3.12", "3.13"), "cu130": ("3.11", "3.12", "3.13", "3.14"),
+                      "cu132": ("3.11", "3.12", "3.13", "3.14")} and [p.name for p in written] == ["torch.yaml"]
+
+
+def _index_page(rows) -> str:
+    """A simple page with one Linux x86_64 wheel per (version, variant, cpXY) row."""
+    links = [f'<a href="/whl/{v}/torch-{ver}%2B{v}-cp{py}-cp{py}-linux_x86_64.whl">'
+             f'torch-{ver}+{v}-cp{py}-cp{py}-linux_x86_64.whl</a><br/>' for ver, v, py in rows]
+    return "<html><body><h1>Links for torch</h1>\n" + "\n".join(links) + "\n</body></html>\n"
+
+
+ALL_24 = ["38", "39", "310", "311", "312"]  # torch 2.4's series Python list (PyPI): 3.8-3.12
+
+
+def _rows(variants=("cu118", "cu121", "cu124"), versions=("2.4.0", "2.4.1"), pythons=ALL_24):
+    return [(ver, v, py) for ver in versions for v in variants for py in pythons]
+
+
+@pytest.mark.parametrize("rows,edit,expected", [
+    (_rows(), None, None),  # every variant has the series' Pythons: nothing to write
+    (_rows(("cu121", "cu124")) + _rows(("cu118",), pythons=ALL_24[1:]), None,
+     {"cu118": ["3.9", "3.10", "3.11", "3.12"]}),  # cu118 lacks 3.8 there: its own list
+    (_rows(("cu121", "cu124")) + _rows(("cu118",), ("2.4.0",)) + _rows(("cu118",), ("2.4.1",), ALL_24[:-1]), None,
+     {"cu118": ["3.8", "3.9", "3.10", "3.11"]}),  # what every version of the series has
+    (_rows(("cu118", "cu124")) + _rows(("cu121",), pythons=ALL_24[1:]), None, None),  # cu121 is PyPI's: its list
+    ([("2.5.1", "cu124", "312")], None, None),  # the index lists no 2.4 wheel: left as it is
+    (_rows(), {"cu124": ["3.9"]}, {"cu124": None}),  # a list the index contradicts is removed
+])
+def test_refresh_writes_a_variant_python_list_from_the_index(tmp_path, rows, edit, expected):
+    from tests.test_completeness import _plain, bundled_docs as docs_of
+    from cudabox.knowledge.refresh.plan import plan
+
+    root = tmp_path / "pypi"
+    shutil.copytree(FIXTURES, root)
+    (root / "pytorch-index").mkdir()
+    (root / "pytorch-index" / "torch.html").write_text(_index_page(rows))
+    docs = _plain(docs_of())
+    record = next(r for r in docs["torch"]["releases"] if r["series"] == "2.4")
+    for name, python in (edit or {}).items():
+        next(v for v in record["variants"] if v["name"] == name)["python"] = python
+    result = plan(Client(FixtureTransport(root), cache_dir=tmp_path / "cache"), docs, ["torch"])
+    change = next((c for c in result.changes if c.label == "torch 2.4"), None)
+    if expected is None:
+        assert change is None, change and change.new
+        return
+    assert change is not None and not change.adds()  # a correction, no new release
+    for name, python in expected.items():
+        variant = next(v for v in change.new["variants"] if v["name"] == name)
+        assert variant.get("python") == python
+        if python:
+            assert "https://download.pytorch.org/whl/torch/" in variant["source"]
+    assert not any("could not read" in n for n in result.notes)
+
+
+def test_an_unreadable_index_is_not_said_when_no_new_series_needs_it(pypi):
+    from tests.test_completeness import bundled_docs as docs_of
+    from cudabox.knowledge.refresh.plan import plan
+
+    result = plan(pypi, docs_of(), ["torch"])  # the recorded fixtures have no index page
+    assert result.changes == [] and not any("download.pytorch.org" in n for n in result.notes)
 
 
 # --------------------------------------------------------------------------- the bundled data equals PyPI

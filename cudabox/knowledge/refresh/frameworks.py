@@ -161,15 +161,51 @@ def _torch_variants(p: Planner, series: str, versions: list[str], pins: dict, pr
     names.sort(key=lambda n: as_version(variant_cuda(n)))
     url = p.r.url("torch")
     variants = [_torch_variant(n, pins, _model_series(p, n, series, prior), bool(listed), url) for n in names]
-    for name in sorted(listed):  # the index's wheel tags: a variant without a Python the series lists is said
-        tags = sorted(set().union(*(p.r.index_pythons.get((v, name), []) for v in versions)), key=as_version)
-        if tags and pythons and tags != pythons:
-            p.note(f"torch {series} {name} on download.pytorch.org has wheels for {_span(tags)}, the series "
-                   f"(PyPI's wheels) {_span(pythons)}: one Python list per series; check by hand")
+    for variant in variants:
+        if variant["name"] != pins["variant"]:
+            _variant_python(p, variant, versions, pythons or [])
+    own = [f"{v['name']} {_span(v['python'])}" for v in variants if v.get("python")]
     if listed:
-        return variants, (f"variants {'/'.join(names)} from download.pytorch.org, cuDNN and arch lists carried "
-                          f"from {prior['series']} (inferred)")
+        return variants, (f"variants {'/'.join(names)} from download.pytorch.org"
+                          + (f" ({', '.join(own)}: its wheels there)" if own else "")
+                          + f", cuDNN and arch lists carried from {prior['series']} (inferred)")
     return variants, f"inferred variants {'/'.join(names)} carried from {prior['series']}"
+
+
+def _index_pythons(p: Planner, versions, name: str) -> list[str]:
+    """The CPython minors of `name`'s Linux x86_64 wheels on download.pytorch.org that every version listing
+    that variant has ([] when the index lists none)."""
+    sets = [set(p.r.index_pythons[(v, name)]) for v in versions if (v, name) in p.r.index_pythons]
+    return sorted(set.intersection(*sets), key=as_version) if sets else []
+
+
+def _variant_python(p: Planner, variant: dict, versions, series_python: list[str]) -> None:
+    """A variant installed from download.pytorch.org gets its own `python` where its wheels there cover other
+    Pythons than the series' list (PyPI's wheels), and none where they agree (the index wins over an old list).
+    Unchanged when the index lists no wheel of it (or can't be read)."""
+    tags = _index_pythons(p, versions, variant["name"])
+    if not tags:
+        return
+    series = [str(x) for x in series_python]
+    if tags == series:
+        variant.pop("python", None)
+        return
+    if [str(x) for x in variant.get("python") or []] == tags:
+        return
+    items = [(k, v) for k, v in variant.items() if k != "python"]  # python goes before the arch lists
+    at = next((i for i, (k, _) in enumerate(items) if k == "sass"), len(items))
+    variant.clear()
+    variant.update(items[:at] + [("python", tags)] + items[at:])
+    _add_source(variant, PYTORCH_INDEX)
+
+
+def _index_variant_pythons(p: Planner, record: dict) -> None:
+    """An existing series' non-default variants against the index's wheel tags (when it can be read)."""
+    if not p.r.pytorch_index(say=False):
+        return
+    for variant in record.get("variants") or ():
+        if variant["name"] != record.get("pypi_default"):
+            _variant_python(p, variant, record["versions"], record.get("python") or [])
 
 
 def torch(p: Planner) -> None:
@@ -199,6 +235,7 @@ def torch(p: Planner) -> None:
         for v in added:
             _add_source(pypi, metas[v].url)
         _wheel_pythons(new, group, url)
+        _index_variant_pythons(p, new)
         p.put("torch", "releases", "series", new, old, _added_words(group, added))
 
 

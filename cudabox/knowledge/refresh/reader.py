@@ -303,6 +303,7 @@ class Reader:
         self._meta: dict[tuple[str, str], Metadata] = {}
         self.notes: list[str] = []
         self._index: dict | None | bool = False
+        self._index_reason, self._index_said = "", False
         self.index_pythons: dict[tuple[str, str], list[str]] = {}
 
     def project(self, name: str) -> dict:
@@ -346,21 +347,23 @@ class Reader:
                     self.progress(f"reading wheel metadata: {rel.project} {rel.version} ({done}/{len(todo)})")
         return {r.version: self._meta[(r.project, r.version)] for r in rels}
 
-    def pytorch_index(self) -> dict[str, set[str]] | None:
-        """The PyTorch wheel index, or None (said once) when it can't be read."""
+    def pytorch_index(self, say: bool = True) -> dict[str, set[str]] | None:
+        """The PyTorch wheel index, or None when it can't be read: said once, by the first caller that needs it
+        (`say`; checking existing records' variants does not)."""
         if self._index is False:
             self.progress(f"trying {PYTORCH_INDEX}")
             try:
                 body = self.client.fetch(PYTORCH_INDEX, quick=True)
-                reason = "HTTP 404"
+                self._index_reason = "HTTP 404"
             except EnvironmentProblem as exc:
-                body, reason = None, getattr(exc, "reason", str(exc))
+                body, self._index_reason = None, getattr(exc, "reason", str(exc))
             html = body.decode("utf-8", "replace") if body else ""
             self._index = pytorch_variants(html) if body else None
             self.index_pythons = pytorch_pythons(html) if body else {}
-            if self._index is None:
-                self.notes.append(f"could not read {PYTORCH_INDEX} ({reason}): torch CUDA variants and arch "
-                                  "lists are carried from the previous release (status: inferred)")
+        if self._index is None and say and not self._index_said:
+            self._index_said = True
+            self.notes.append(f"could not read {PYTORCH_INDEX} ({self._index_reason}): torch CUDA variants and "
+                              "arch lists are carried from the previous release (status: inferred)")
         return self._index
 
 
