@@ -25,21 +25,19 @@ from cudabox import paths
 from cudabox.knowledge import check as matrix_check
 from cudabox.knowledge import loader, overlay
 from cudabox.knowledge.pypi import Client, FixtureTransport, HTTPTransport
+from cudabox.knowledge.refresh.index import pytorch_pythons, pytorch_variants, pytorch_wheels
 from cudabox.knowledge.refresh.reader import (
     companion_pin,
     jax_plugin_pins,
     jax_plugins,
     newer_releases,
     plugin_names,
+    plain,
     projects_for,
-    pytorch_pythons,
-    pytorch_variants,
-    pytorch_wheels,
     releases,
     tf_and_cuda,
     torch_pins,
 )
-from cudabox.knowledge.refresh.reader import plain
 from cudabox.knowledge.refresh.write import run
 from tests.support import REPO, run_cli
 

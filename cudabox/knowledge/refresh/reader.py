@@ -8,9 +8,9 @@ from download.pytorch.org when reachable, else it is carried from the
 previous release and marked `status: inferred` with a note saying from where.
 
 Here: release facts and the pure derivations from Requires-Dist, the Reader
-(PyPI in parallel) and `plan()`. The per-framework steps that turn facts into
-records in the YAML shapes of docs/matrices.md are in `refresh_frameworks`
-(torch, companions, tensorflow, jax) and `refresh_cuda` (cuDNN, CUDA);
+(PyPI in parallel; the PyTorch index's page through `refresh_index`) and `plan()`. The per-framework steps that turn facts into
+records in the YAML shapes of docs/matrices.md are in `refresh_torch` (torch,
+companions), `refresh_frameworks` (tensorflow, jax, paddle) and `refresh_cuda` (cuDNN, CUDA);
 `refresh_write` shows the diff and writes overlay files.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import re
-import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -31,8 +30,8 @@ from ...errors import EnvironmentProblem, InputError
 from ..frameworks import template_regex
 from ..overlay import section_at
 from ..pypi import Client, Metadata
+from .index import PYTORCH_INDEX, pytorch_pythons, pytorch_variants
 
-PYTORCH_INDEX = "https://download.pytorch.org/whl/torch/"
 _LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
           "python_version": "3.12", "python_full_version": "3.12.0", "implementation_name": "cpython",
           "platform_python_implementation": "CPython"}
@@ -230,64 +229,6 @@ def jax_plugin_pins(requires_dist, extra: str = "with-cuda") -> dict:
         elif re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", req.name):
             runtime = _floor(req.specifier)
     return {"cudnn": cudnn, "cuda_min": _minor(runtime)}
-
-
-@dataclass(frozen=True)
-class IndexWheel:
-    """One wheel of a PEP 503 simple page: what its file name says (PEP 427)."""
-
-    version: str  # "2.4.1" (public part)
-    variant: str | None  # the local tag: "cu124", "cpu", "rocm6.1"; None when untagged
-    python: str | None  # CPython minor of a cpXY tag ("3.12"); None for py3 / other interpreters
-    free_threaded: bool  # a cp313t-style ABI
-    platform: str  # "manylinux_2_28_x86_64", "win_amd64", ...
-
-    @property
-    def linux_x86_64(self) -> bool:
-        return "linux" in self.platform and self.platform.endswith("x86_64")
-
-
-def pytorch_wheels(html: str, project: str = "torch") -> list[IndexWheel]:
-    """Every `project` wheel a PEP 503 simple page links (its anchors' text, else the href's file name)."""
-    names = re.findall(r"<a\b[^>]*>\s*([^<\s]+\.whl)\s*</a>", html) or \
-        [urllib.parse.unquote(h.rsplit("/", 1)[-1].split("#", 1)[0]) for h in re.findall(r'href="([^"]+\.whl[^"]*)"', html)]
-    out = []
-    for name in dict.fromkeys(names):
-        try:
-            dist, version, _, tags = parse_wheel_filename(name)
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        if dist != canonicalize_name(project):
-            continue
-        for tag in tags:
-            cp = re.fullmatch(r"cp3(\d+)", tag.interpreter)
-            out.append(IndexWheel(version=version.public, variant=version.local, platform=tag.platform,
-                                  python=f"3.{cp.group(1)}" if cp else None, free_threaded=tag.abi.endswith("t")))
-    return out
-
-
-def pytorch_variants(html: str) -> dict[str, set[str]]:
-    """download.pytorch.org/whl/torch/ (PEP 503) -> {version: {cu126, cu130, ...}} of Linux x86_64 wheels."""
-    out: dict[str, set[str]] = {}
-    for w in pytorch_wheels(html):
-        if w.linux_x86_64 and w.variant and re.fullmatch(r"cu\d+", w.variant):
-            out.setdefault(w.version, set()).add(w.variant)
-    return out
-
-
-def pytorch_pythons(html: str) -> dict[tuple[str, str], list[str]]:
-    """(version, variant) -> the CPython minors its Linux x86_64 wheels carry (free-threaded left out)."""
-    out: dict[tuple[str, str], set[str]] = {}
-    for w in pytorch_wheels(html):
-        if w.linux_x86_64 and w.variant and w.python and not w.free_threaded:
-            out.setdefault((w.version, w.variant), set()).add(w.python)
-    return {k: sorted(v, key=Version) for k, v in out.items()}
-
-
-def variant_cuda(name: str) -> str:
-    """cu121 -> 12.1, cu130 -> 13.0."""
-    digits = name[2:]
-    return f"{int(digits[:-1])}.{digits[-1]}"
 
 
 # --------------------------------------------------------------------------- reading PyPI
