@@ -171,6 +171,28 @@ def test_pytorch_index_wheel_names_carry_version_variant_python_and_platform():
     assert pythons[("2.16.0", "cu132")] == ["3.11", "3.12", "3.13", "3.14"]  # the aarch64 wheel doesn't count
 
 
+RECORDED_INDEX = Path(__file__).resolve().parent / "fixtures" / "pytorch-index-recorded"  # see its README.md
+
+
+def test_a_recorded_pytorch_index_page(tmp_path):
+    """The one real page excerpt found (luocfprime/tiny-torch-mirror), read as refresh reads the index:
+    what it derives must be a subset of the bundled torch records (5 anchors of thousands)."""
+    client = Client(FixtureTransport(RECORDED_INDEX), cache_dir=tmp_path)
+    html = client.fetch("https://download.pytorch.org/whl/cu117/torch/", quick=True).decode()
+    variants, pythons = pytorch_variants(html), pytorch_pythons(html)
+    assert variants == {"1.13.0": {"cu117"}}  # the Windows cu117 and untagged aarch64 wheels don't count
+    assert pythons == {("1.13.0", "cu117"): ["3.7"]}
+    assert {(w.version, w.variant, w.platform) for w in pytorch_wheels(html) if not w.linux_x86_64} == {
+        ("1.13.0", "cu117", "win_amd64"), ("2.0.1", None, "manylinux2014_aarch64")}
+    torch = {r["series"]: r for r in bundled("torch")["releases"]}
+    for version, names in variants.items():
+        record = torch[".".join(version.split(".")[:2])]
+        assert version in record["versions"] and names <= {v["name"] for v in record["variants"]}
+        for name in names:
+            own = next(v for v in record["variants"] if v["name"] == name).get("python") or record["python"]
+            assert set(pythons[(version, name)]) <= set(own)
+
+
 def test_refresh_reads_the_pytorch_index_when_reachable(synthetic_pypi):
     (synthetic_pypi / "pytorch-index").mkdir()
     shutil.copy(INDEX, synthetic_pypi / "pytorch-index" / "torch.html")

@@ -47,8 +47,9 @@ class FixtureTransport:
     """Replays recorded responses from a directory (tests/fixtures/pypi): no network at all.
 
     `https://pypi.org/pypi/NAME/json` -> `NAME.json`; a wheel's `….whl.metadata` ->
-    `metadata/<wheel file name>.metadata`; the PyTorch index's simple page
-    `https://download.pytorch.org/whl/NAME/` -> `pytorch-index/NAME.html`; anything else is a 404.
+    `metadata/<wheel file name>.metadata`; the PyTorch index's simple pages
+    `https://download.pytorch.org/whl/NAME/` -> `pytorch-index/NAME.html` (`/whl/cu117/torch/` ->
+    `pytorch-index/cu117/torch.html`); anything else is a 404.
     """
 
     def __init__(self, directory: str | os.PathLike):
@@ -62,8 +63,8 @@ class FixtureTransport:
             return self.directory / f"{m.group(1).lower()}.json"
         if parsed.path.endswith(".whl.metadata"):
             return self.directory / "metadata" / parsed.path.rsplit("/", 1)[1]
-        m = re.fullmatch(r"/whl/([^/]+)/", parsed.path)
-        if parsed.netloc == "download.pytorch.org" and m:
+        m = re.fullmatch(r"/whl/((?:[^/]+/)*[^/]+)/", parsed.path)  # /whl/torch/, /whl/cu117/torch/
+        if parsed.netloc == "download.pytorch.org" and m and ".." not in m.group(1).split("/"):
             return self.directory / "pytorch-index" / f"{m.group(1).lower()}.html"
         return None
 
