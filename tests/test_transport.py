@@ -222,3 +222,10 @@ def test_a_server_answering_other_bytes_than_asked_is_no_ranges():
     remote = lazywheel.RemoteFile(lambda start, end: b"short", 10_000)
     with pytest.raises(lazywheel.NoRanges):
         lazywheel.metadata(remote)
+
+
+def test_a_tls_failure_is_said_in_openssls_words(server):
+    """https:// to a plain-HTTP port fails the handshake: the reason is OpenSSL's sentence, not its bare code."""
+    with pytest.raises(Unreachable) as err:
+        transport().get(f"https://127.0.0.1:{server.port}/a")
+    assert err.value.reason.startswith("[SSL: ") and "] " in err.value.reason, err.value.reason

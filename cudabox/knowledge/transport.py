@@ -234,8 +234,7 @@ def _bypass(host: str, proxies: dict) -> bool:
 
 
 def _reason(exc: Exception) -> str:
-    inner = getattr(exc, "reason", None) or exc
-    if isinstance(inner, socket.gaierror):
-        return str(inner.strerror or inner)
+    """The OS's or OpenSSL's words (ssl.SSLError.reason is only a code: its strerror has the sentence)."""
+    inner = exc.reason if isinstance(getattr(exc, "reason", None), BaseException) else exc
     text = str(getattr(inner, "strerror", None) or inner) or type(inner).__name__
     return text if not isinstance(inner, TimeoutError) else "timed out"
