@@ -141,7 +141,7 @@ class HTTPTransport:
             conn.request("GET", target, headers=sent)
             resp = conn.getresponse()
             body = resp.read()
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+        except (http.client.BadStatusLine, ConnectionError, ssl.SSLEOFError) as exc:  # the peer had hung up
             conn.close()
             if reused:
                 raise _Stale() from exc
