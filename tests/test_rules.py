@@ -378,3 +378,18 @@ def test_a_variant_without_the_asked_python_is_not_chosen(variant_python, python
 def test_matrix_show_names_a_variant_python_list(variant_python):
     release = next(r for r in variant_python.releases if r.framework == "torch" and r.series == "2.8")
     assert "cu126 (Python 3.10-3.13)" in release.summary and "cu128 (PyPI);" in release.summary
+
+
+@pytest.mark.parametrize("python,outcome", [
+    (None, "3.10"),  # the newest Python its [and-cuda] pins install on
+    ("==3.10", "3.10"),
+    ("==3.11", "tensorflow 2.14.x (and-cuda) supports Python 3.9-3.10, not ==3.11"),  # tensorrt 8.5.3.1: cp36-cp310
+])
+def test_tensorflow_and_cuda_carries_its_own_python_list(m, python, outcome):
+    """Found by locking the catalog: TF 2.14's [and-cuda] pins tensorrt==8.5.3.1 (wheels cp36-cp310 only), so
+    its and_cuda record lists Python 3.9-3.10 while TF itself has 3.11 wheels."""
+    kw = dict(python=python) if python else {}
+    if outcome[0].isdigit():
+        assert stack_of(m, "tensorflow[and-cuda]==2.14.1", **kw).python == outcome
+    else:
+        assert outcome in refusal(m, "tensorflow[and-cuda]==2.14.1", **kw)

@@ -313,7 +313,8 @@ def _read_extra(doc, m: Matrix, fw: Framework):
         if and_cuda is not None:
             ar = _rec(and_cuda, f"{fw.name} {series} and_cuda")
             pins = dict(major=ar.get("cuda_major", f.integer), runtime=ar.get("cuda_runtime", f.pin, None),
-                        cudnn=ar.get("cudnn", f.pin, None), prov=ar.prov())
+                        cudnn=ar.get("cudnn", f.pin, None), python=ar.get("python", f.python, None),
+                        prov=ar.prov())
             ar.done()
         m.releases.append(FrameworkRelease(
             fw.name, series, versions, python,
@@ -323,7 +324,7 @@ def _read_extra(doc, m: Matrix, fw: Framework):
                 # [and-cuda] pins a CUDA major; the runtime wheel pin says which minor
                 m.builds.append(Build(
                     framework=fw.name, version=version, variant=fw.extra, cuda=cuda, cuda_min=None,
-                    cudnn=pins["cudnn"], cuda_runtime=pins["runtime"], python=python, arch=arch,
+                    cudnn=pins["cudnn"], cuda_runtime=pins["runtime"], python=pins["python"] or python, arch=arch,
                     wheels_cuda=True, system_cudnn=None, pypi_default=True, index=None,
                     requirement=fw.requirement(version, fw.extra), prov=_merge_prov(prov, pins["prov"])))
             else:
