@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import EnvironmentProblem, Unsatisfiable
+from ..errors import EnvironmentProblem, InputError, Unsatisfiable
 from ..resolve.stack import Pin
 
 PYPI = "https://pypi.org/simple"
@@ -30,6 +30,7 @@ DIRECT = "direct"  # Pin.index of a requirement that names its own URL (a file, 
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git commit id: SHA-1, or SHA-256 repositories
 _UV_ENV_DROP = re.compile(r"^(UV_|PIP_|VIRTUAL_ENV$|CONDA_PREFIX$)")
 _NETWORK = re.compile(r"Failed to fetch|error sending request|dns error|Connection refused|timed out", re.I)
+_GIT_NETWORK = re.compile(r"unable to access|Could not resolve|Couldn't connect|timed out|Connection refused", re.I)
 
 
 class CompileFailed(Exception):
@@ -206,8 +207,6 @@ def compile_pins(requirements, *, uv: str, python: str, platform: str, sources: 
     return sorted(pins, key=lambda p: p.name)
 
 
-
-
 def _vcs_pin(pkg: dict) -> Pin:
     """A git requirement, pinned to the commit uv resolved (`main` today -> that commit, for good)."""
     vcs = pkg["vcs"]
@@ -237,12 +236,8 @@ def _git_failure(reasons: list[str]) -> None:
     if fatal and _GIT_NETWORK.search(fatal):
         raise EnvironmentProblem(f"cannot reach a git repository to lock the packages ({said})",
                                  hint="check the network, proxy and CA bundle (CUDABOX_CA_CERT)")
-    from ..errors import InputError
-
     raise InputError(f"{said}; check the repository URL and the branch, tag or commit after '@'")
 
-
-_GIT_NETWORK = re.compile(r"unable to access|Could not resolve|Couldn't connect|timed out|Connection refused", re.I)
 
 
 def _index_of(name: str, files, sources: dict, default: str, extras: list[str]) -> str:
