@@ -145,9 +145,13 @@ def test_an_unresolvable_entry_keeps_its_published_image(plan, tmp_path, matrix)
 def test_cli_check_and_generate(tmp_path, cli):
     root = tmp_path / "images"
     cli("images", "check", "--output", root, check=1)
-    proc = cli("images", "generate", "--output", root, "--json", check=0)
-    assert len(json.loads(proc.stdout)["images"]) == len(list(root.glob("*/*/Dockerfile")))
-    cli("images", "check", "--output", root, check=0)
+    proc = cli("images", "generate", "--output", root, "--json", "--no-lock", check=0)
+    out = json.loads(proc.stdout)
+    assert len(out["images"]) == len(list(root.glob("*/*/Dockerfile")))
+    assert set(out["unpinned"]) == set(out["images"]) and out["locked"] == []  # a fresh root, --no-lock
+    assert not list(root.glob("*/*/stack-requirements.txt"))
+    proc = cli("images", "check", "--output", root, "--json", check=0)
+    assert set(json.loads(proc.stdout)["unpinned"]) == set(out["images"])
     victim = next(root.glob("torch/*/Dockerfile"))
     victim.write_text(victim.read_text() + "# edited\n")
     proc = cli("images", "check", "--output", root, "--json", check=1)
@@ -197,3 +201,54 @@ def test_overlays_cannot_change_the_catalog(tmp_path, monkeypatch):
 def test_repo_catalog_is_valid_yaml_with_a_source():
     assert "source:" in (REPO / "matrices" / "catalog.yaml").read_text()
     assert subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", "images/README.md"]).returncode != 0
+
+
+# --------------------------------------------------------------------------- locked packages
+
+
+def test_published_pins_are_kept_while_the_stack_is_unchanged(plan, tmp_path, matrix):
+    """The committed catalog is locked: check reads its pins (no network), and a stack that changes loses
+    them (check then reports the image until generate locks it again)."""
+    pinned = [i for i in plan.images if i.stack.pins]
+    assert pinned and all(i.stack.tool_pins for i in pinned)
+    image = next(i for i in pinned if i.entry.framework == "cuda")
+    text = plan.files[f"{image.path}/Dockerfile"]
+    assert f"COPY {image.path}/stack-requirements.txt /opt/cudabox/stack-requirements.txt" in text
+    assert "--no-deps --require-hashes -r /opt/cudabox/stack-requirements.txt" in text
+    assert "--require-hashes -r /opt/tools-requirements.txt" in text and "uv==" not in text
+    lines = [line for line in plan.files[f"{image.path}/stack-requirements.txt"].splitlines()
+             if not line.startswith("#")]
+    assert {line.split(" @ ")[0] for line in lines} == {p.name for p in image.stack.pins}
+    assert all(" --hash=sha256:" in line for line in lines)
+    stack = json.loads(plan.files[f"{image.path}/stack.json"])
+    assert stack["pins"] and stack["stack_hash"] == image.stack.hash  # the pins are in the stack hash
+
+    root = tmp_path / "images"
+    catalog.generate(root, plan)
+    published = json.loads((root / image.path / "stack.json").read_text())
+    published["requirement"] = "cuda>=99.0"  # not what the pins were resolved from (nor the smoke test)
+    (root / image.path / "stack.json").write_text(json.dumps(published))
+    assert catalog.plan(matrix, [image.entry], root=root).images[0].stack.pins == image.stack.pins
+    published["requirements"].append("numpy==2.0.0")  # as if the matrix had changed what the stack installs
+    (root / image.path / "stack.json").write_text(json.dumps(published))
+    again = catalog.plan(matrix, [image.entry], root=root)
+    assert again.images[0].stack.pins is None and image.path in again.unpinned
+    assert again.files[f"{image.path}/Dockerfile"] != text
+
+
+@pytest.mark.network
+def test_generate_locks_a_new_image_against_pypi(tmp_path, matrix):
+    """A new image is locked (PyPI, the only index reachable here) and keeps its pins on the next plan."""
+    entry = next(e for e in catalog.load_catalog() if e.framework == "cuda" and e.version == "12.8")
+    root = tmp_path / "images"
+    first = catalog.plan(matrix, [entry], root=root, lock=True)
+    [image] = first.images
+    assert first.locked == [image.path] and not first.unpinned
+    names = {p.name for p in image.stack.pins}
+    assert {"nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12", "pip"} <= names
+    assert all(f[0].startswith("https://files.pythonhosted.org/") and len(f[1]) == 64
+               for p in image.stack.pins for f in p.files)
+    catalog.generate(root, first)
+    kept = catalog.plan(matrix, [entry], root=root)
+    assert kept.images[0].stack.pins == image.stack.pins and not kept.unpinned
+    assert catalog.differences(root, kept) == []

@@ -171,3 +171,16 @@ def test_shell_completion_lists_commands_and_subcommands():
 def test_bare_cudabox_prints_the_help_on_stderr():
     proc = run_cli(check=0)
     assert proc.stdout == "" and proc.stderr.startswith("Usage: cudabox [OPTIONS] COMMAND") and "matrix" in proc.stderr
+
+
+def test_matrix_data_in_brackets_is_printed_as_written(tmp_path):
+    """rich reads `[word]` as markup and drops it: an overlay's GPU note with brackets (or any data printed
+    through rich) must reach the terminal as written."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "gpus.yaml").write_text(
+        "gpus:\n  - {name: 'Bracket GPU [b] [/x]', cc: '9.0', arch: Hopper, memory_gb: 80, class: datacenter,\n"
+        "     status: unverified, note: 'see [vendor] sheet', source: 'test overlay'}\n")
+    proc = run_cli("matrix", "gpu", "Bracket GPU [b] [/x]", env={"CUDABOX_MATRICES": str(overlay)})
+    assert proc.returncode == 0, proc.stderr
+    assert "Bracket GPU [b] [/x]" in proc.stdout and "see [vendor] sheet" in proc.stdout

@@ -19,7 +19,7 @@ import pytest
 
 from tests.docker_fixtures import HOST_CA, cli_env, cudabox, docker_client, make_project  # noqa: F401
 from tests.support import REPO
-from tests.wheels import Index
+from tests.wheels import GitPackage, Index
 
 pytestmark = pytest.mark.docker
 
@@ -154,3 +154,55 @@ extra_index_urls: ["{default.url}"]
 
     assert not docker_client.images.list(name=project_tag(read_lock(project), project_dir=project).split(":")[0])  # nothing tagged
     _cleanup(docker_client, f"cudabox/stack:{lock['stack_hash'][:16]}")
+
+
+def test_a_git_requirement_is_built_at_its_locked_commit(indexes, tmp_path, docker_client, cli_env):
+    """`pkg @ git+URL@main` is locked to the commit main was at; a later commit on main changes no build until
+    `lock -P pkg`; its dependencies are locked and hashed like any other package."""
+    default, _ = indexes
+    repo = GitPackage(default, "gitlib", requires=["helper>=1"])
+    first = repo.commit("first")
+    project = make_project(tmp_path / "g", f"""name: cb-test-gitpin
+python: "3.11"
+cuda: "12.8"
+requirements: ["gitlib @ {repo.url}@main"]
+extra_index_urls: ["{default.url}"]
+""", cli_env)
+    pins = {p["name"]: p for p in json.loads((project / "cudabox.lock").read_text())["project"]["pins"]}
+    assert pins["gitlib"]["vcs"] == f"{repo.url}@{first}" and pins["gitlib"]["files"] == []
+    assert pins["helper"]["files"][0]["sha256"]  # the git package's dependency: hashed
+    second = repo.commit("second")
+    assert cudabox("lock", cwd=project, env=cli_env).returncode == 0  # unchanged inputs keep the commit
+    assert json.loads((project / "cudabox.lock").read_text())["project"]["pins"][0]["vcs"].endswith(first)
+    built = json.loads(_build(project, cli_env).stdout)
+    who = "import gitlib, helper; print(gitlib.WHO, helper.__version__)"
+    images = [built["image"]]
+    try:
+        out = docker_client.containers.run(built["image"], ["/opt/venv/bin/python", "-c", who], remove=True)
+        assert out.decode().split() == ["first", "1.5"]  # the locked commit, not main's tip
+        moved = cudabox("lock", "-P", "gitlib", cwd=project, env=cli_env)
+        assert moved.returncode == 0, moved.stderr
+        assert json.loads((project / "cudabox.lock").read_text())["project"]["pins"][0]["vcs"].endswith(second)
+        rebuilt = json.loads(_build(project, cli_env).stdout)
+        images.append(rebuilt["image"])
+        assert rebuilt["stack"]["reused"] is True  # a project pin: the stack image stays
+        out = docker_client.containers.run(rebuilt["image"], ["/opt/venv/bin/python", "-c", who], remove=True)
+        assert out.decode().split() == ["second", "1.5"]
+    finally:
+        _cleanup(docker_client, *images, built["stack"]["image"])
+
+
+def test_a_git_ref_that_does_not_exist_is_exit_2_naming_it(indexes, tmp_path, cli_env):
+    default, _ = indexes
+    repo = GitPackage(default, "gitnoref")
+    repo.commit("only")
+    (tmp_path / "cudabox.yaml").write_text(f"""name: cb-test-gitref
+python: "3.11"
+cuda: "12.8"
+requirements: ["gitnoref @ {repo.url}@no-such-branch"]
+extra_index_urls: ["{default.url}"]
+""")
+    proc = cudabox("lock", cwd=tmp_path, env=cli_env)
+    assert proc.returncode == 2, proc.stderr
+    assert "gitnoref" in proc.stderr and "no-such-branch" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "cudabox.lock").exists()

@@ -18,13 +18,14 @@ from tests.support import REPO, run_cli
 from tests.wheels import Index
 
 PLATFORM = "x86_64-manylinux_2_36"
+UV = next(t["version"] for t in yaml.safe_load((REPO / "matrices" / "images.yaml").read_text())["tools"]
+          if t["name"] == "uv")
 LINUX_311 = dict(python_tag="cp311", abi="cp311", platform="manylinux_2_17_x86_64")
 
 
 @pytest.fixture(scope="module")
 def uv():
-    images = yaml.safe_load((REPO / "matrices" / "images.yaml").read_text())
-    return uv_binary(next(t["version"] for t in images["tools"] if t["name"] == "uv"))
+    return uv_binary(UV)
 
 
 def test_host_uv_is_the_images_uv():
@@ -69,6 +70,7 @@ def _plain_index(tmp_path) -> Index:
     idx.add("nvidia-cuda-runtime-cu12", "12.8.90")
     idx.add("nvidia-cuda-nvrtc-cu12", "12.8.93")
     idx.add("pip", "25.3")  # the stack locks pip too (no unlocked seed packages in the image's venv)
+    idx.add("uv", UV)  # the build stage's installer: locked from the same index
     return idx
 
 
@@ -117,7 +119,8 @@ def test_lock_is_sorted_one_package_per_line_and_check_sees_tampering(tmp_path):
     text = (project / "cudabox.lock").read_text()
     lines = [line.strip() for line in text.splitlines() if line.strip().startswith('{"name": ')]
     assert [json.loads(line.rstrip(","))["name"] for line in lines] == [
-        "alpha", "zeta", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12", "pip"]  # project's, then the stack's
+        "alpha", "zeta", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12", "pip", "uv"]  # project's, stack's, tools'
+    assert json.loads(text)["stack"]["tool_pins"][0]["version"] == UV
     run_cli("lock", "--check", cwd=project, env=env, check=0)
     (project / "cudabox.lock").write_text(text.replace('"version": "2.0"', '"version": "2.1"'))
     proc = run_cli("lock", "--check", cwd=project, env=env)
@@ -143,3 +146,59 @@ def test_live_lock_against_pypi(tmp_path):
     stack = {p["name"] for p in lock["stack"]["pins"]}
     assert stack == {"nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12", "pip"} and not stack & set(pins)
     assert lock["stack"]["platform"] == "x86_64-manylinux_2_36"  # debian 12's glibc
+    # the build stage's installer: PyPI's manylinux wheel of the pinned uv, by URL and sha256
+    [uv_pin] = lock["stack"]["tool_pins"]
+    assert uv_pin["name"] == "uv" and uv_pin["version"] == UV
+    assert uv_pin["files"][0]["url"].startswith("https://files.pythonhosted.org/") and "manylinux" in \
+        uv_pin["files"][0]["url"] and len(uv_pin["files"][0]["sha256"]) == 64
+
+
+def test_an_index_without_the_installer_is_exit_3_saying_so(tmp_path):
+    """The build installs uv from the configured index: a lock against an index that lacks it says so (not a
+    Python fallback, which would not help)."""
+    idx = Index(tmp_path / "index")
+    for name, version in (("nvidia-cuda-runtime-cu12", "12.8.90"), ("nvidia-cuda-nvrtc-cu12", "12.8.93"),
+                          ("pip", "25.3")):
+        idx.add(name, version)
+    project = _project(tmp_path, [], python="3.11")
+    proc = run_cli("lock", cwd=project, env={"CUDABOX_PIP_INDEX_URL": idx.url})
+    assert proc.returncode == 3, proc.stderr
+    assert f"uv {UV}, the images' installer, can't be locked" in proc.stderr and "Python 3.10" not in proc.stderr
+    assert not (project / "cudabox.lock").exists()
+
+
+def test_a_git_requirement_is_locked_to_its_commit(tmp_path, uv):
+    """No file to hash: the pin is the commit the branch was at; it stays until upgraded; its dependencies
+    are locked (hashed) like any other; a ref the repository lacks is exit 2 naming it."""
+    from cudabox.errors import InputError
+    from tests.wheels import GitPackage
+
+    idx = Index(tmp_path / "pypi")
+    idx.add("helper", "1.5")
+    repo = GitPackage(idx, "gitlib", requires=["helper>=1"])
+    first = repo.commit("first")
+    want = [f"gitlib @ {repo.url}@main"]
+    pins = compile_pins(want, uv=uv, python="3.11", platform=PLATFORM, index_url=idx.url)
+    got = {p.name: p for p in pins}
+    assert got["gitlib"].vcs == f"{repo.url}@{first}" and got["gitlib"].files == ()
+    assert got["helper"].vcs is None and len(got["helper"].files[0][1]) == 64
+    second = repo.commit("second")
+    kept = compile_pins(want, uv=uv, python="3.11", platform=PLATFORM, index_url=idx.url, previous=pins)
+    assert {p.name: p.vcs for p in kept}["gitlib"].endswith(first)
+    moved = compile_pins(want, uv=uv, python="3.11", platform=PLATFORM, index_url=idx.url, previous=pins,
+                         upgrade_packages=["gitlib"])
+    assert {p.name: p.vcs for p in moved}["gitlib"].endswith(second)
+    with pytest.raises(InputError, match="gitlib.*no-such-tag.*check the repository URL"):
+        compile_pins([f"gitlib @ {repo.url}@no-such-tag"], uv=uv, python="3.11", platform=PLATFORM,
+                     index_url=idx.url)
+
+
+def test_a_direct_file_url_is_locked_with_its_hash(tmp_path, uv):
+    idx = Index(tmp_path / "pypi")
+    wheel = idx.add("helper", "1.5")
+    with idx.serve() as url:
+        direct = f"{url.removesuffix('/simple')}/files/{wheel.name}"
+        pins = compile_pins([f"helper @ {direct}"], uv=uv, python="3.11", platform=PLATFORM, index_url=idx.url)
+    import hashlib
+
+    assert [(p.index, p.files) for p in pins] == [("direct", ((direct, hashlib.sha256(wheel.read_bytes()).hexdigest()),))]

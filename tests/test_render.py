@@ -371,6 +371,83 @@ def test_hostile_pins_are_refused(pin):
         render(lock(torch_slim(pins=(pin,))))
 
 
+GIT = "git+https://github.com/org/tool.git"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _git_pin(vcs: str, name: str = "tool") -> Pin:
+    return Pin(name, "1.0", "direct", (), vcs)
+
+
+def test_git_pins_install_at_their_commit_after_the_hashed_files():
+    """A git requirement has no file to hash: it is installed from its locked commit, --no-deps, after the
+    hashed files (its dependencies are among those), and the image gets git."""
+    proj = project(requirements=(f"tool @ {GIT}@main", "einops>=0.8.1"))
+    proj = replace(proj, pins=pins("einops==0.8.1") + (_git_pin(f"{GIT}@{COMMIT}#subdirectory=python"),))
+    result = render(lock(torch_slim(), proj))
+    vcs = [line for line in result.files[".cudabox/build/vcs-requirements.txt"].splitlines() if not line.startswith("#")]
+    assert vcs == [f"tool @ {GIT}@{COMMIT}#subdirectory=python"]
+    hashed = [line.split(" @ ")[0] for line in result.files[".cudabox/build/requirements.txt"].splitlines()
+              if not line.startswith("#")]
+    assert hashed == ["einops"]
+    text = result.dockerfile
+    hashed_at = text.index("--no-deps --require-hashes -r /opt/cudabox/requirements.txt")
+    vcs_at = text.index("--no-deps -r /opt/cudabox/vcs-requirements.txt")
+    assert hashed_at < vcs_at < text.index("COPY --chown=")
+    assert "GIT_SSL_CAINFO=/run/secrets/ca_cert" in text[hashed_at:vcs_at + 200]
+    assert "    git" in text  # apt: the installer clones with git
+
+
+def test_a_lock_with_only_git_pins_has_no_hashed_requirements_file():
+    proj = replace(project(requirements=(f"tool @ {GIT}@v2",)), pins=(_git_pin(f"{GIT}@{COMMIT}"),))
+    result = render(lock(torch_slim(), proj))
+    assert ".cudabox/build/requirements.txt" not in result.files
+    assert ".cudabox/build/vcs-requirements.txt" in result.files
+    assert "/opt/cudabox/requirements.txt" not in result.dockerfile
+
+
+@pytest.mark.parametrize("vcs", [
+    f"{GIT}@main",  # a branch, not a commit: not reproducible
+    f"{GIT}@{COMMIT[:12]}",  # a short id
+    f"git+https://user:token@github.com/org/tool.git@{COMMIT}",  # credentials into the image
+    f"git+ssh://git@github.com/org/tool.git@{COMMIT}",
+    f"{GIT}@{COMMIT}\nRUN id",
+    f"{GIT}@{COMMIT}#subdirectory=../../etc",
+])
+def test_hostile_git_pins_are_refused(vcs):
+    proj = replace(project(requirements=()), pins=(_git_pin(vcs),))
+    with pytest.raises(InputError):
+        render(lock(torch_slim(), proj))
+
+
+def test_a_git_pin_in_the_stack_is_refused():
+    with pytest.raises(InputError, match="git package can't be part of a stack"):
+        render(lock(torch_slim(pins=torch_slim().pins + (_git_pin(f"{GIT}@{COMMIT}"),))))
+
+
+def test_the_installer_is_installed_by_hash_when_locked():
+    """The uv build stage installs the lock's uv wheel (URL + sha256), not `uv==X` by version; a stack
+    locked before tool pins existed keeps its hash and its unhashed install."""
+    uv_pin = Pin("uv", "0.13.9", "https://pypi.org/simple",
+                 (("https://files.example.org/uv-0.13.9-py3-none-manylinux_2_17_x86_64.whl", "b" * 64),))
+    locked = render(lock(torch_slim(tool_pins=(uv_pin,))))
+    [tools] = [f for f in locked.files if f.startswith(".cudabox/build/tools-")]
+    body = [line for line in locked.files[tools].splitlines() if not line.startswith("#")]
+    assert body == [f"uv @ https://files.example.org/uv-0.13.9-py3-none-manylinux_2_17_x86_64.whl --hash=sha256:{'b' * 64}"]
+    uv_stage = locked.dockerfile.split("AS uv", 1)[1].split("AS stack", 1)[0]
+    assert f"COPY {tools} /opt/tools-requirements.txt" in uv_stage
+    assert "--no-deps --require-hashes -r /opt/tools-requirements.txt" in uv_stage and "UV_VERSION" not in uv_stage
+    old = render(lock(torch_slim()))
+    assert '"uv==${UV_VERSION}"' in old.dockerfile and not any(f.startswith(".cudabox/build/tools-") for f in old.files)
+    assert "tool_pins" not in torch_slim().build_dict() and torch_slim(tool_pins=(uv_pin,)).hash != torch_slim().hash
+    # pip installs, the OS's Python: no uv stage, so no tools file either
+    assert not any(f.startswith(".cudabox/build/tools-") for f in render(
+        lock(torch_slim(tool_pins=(uv_pin,))), options=RenderOptions(installer="pip")).files)
+    # named by content: another uv wheel, another file (the catalog's images share one per content)
+    other = replace(uv_pin, files=((uv_pin.files[0][0], "c" * 64),))
+    assert render(lock(torch_slim(tool_pins=(other,)))).files.keys() != locked.files.keys()
+
+
 def test_unlocked_catalog_stacks_never_take_the_best_match_across_indexes():
     """A bare catalog stack has no pins: uv resolves in the build, each package from the first index that
     has it (first-index), never the highest version across PyPI and the PyTorch index."""

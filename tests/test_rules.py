@@ -326,3 +326,70 @@ def test_init_accepts_refuse_eol_images_and_writes_the_key(cli, tmp_path):
     assert load_spec(tmp_path).refuse_eol_images is True
     (tmp_path / "requirements.txt").write_text("tensorflow==2.10.1\n")
     cli("init", tmp_path, "--yes", "--force", "--refuse-eol-images", check=3)  # its only image is EOL
+
+
+# ---------------------------------------------------------------- 14. a variant's own Python list
+
+
+@pytest.fixture(scope="module")
+def variant_python(tmp_path_factory):
+    """The bundled torch 2.8 with cu126 and cu129 carrying `python: [3.10 ... 3.13]` (the series: 3.9-3.13), in
+    a project overlay: variants whose index wheels lack a Python the series' PyPI wheels have (made up here)."""
+    import yaml
+
+    from tests.support import REPO
+
+    project = tmp_path_factory.mktemp("variant-python")
+    record = next(r for r in yaml.safe_load((REPO / "matrices" / "torch.yaml").read_text())["releases"]
+                  if r["series"] == "2.8")
+    for variant in record["variants"]:
+        if variant["name"] in ("cu126", "cu129"):
+            variant["python"] = ["3.10", "3.11", "3.12", "3.13"]
+    (project / ".cudabox" / "matrices").mkdir(parents=True)
+    (project / ".cudabox" / "matrices" / "torch.yaml").write_text(yaml.safe_dump({"releases": [record]}))
+    return loader.load(project)
+
+
+@pytest.mark.parametrize("variant,pythons", [
+    ("cu126", ("3.10", "3.11", "3.12", "3.13")),  # its own list
+    ("cu128", ("3.9", "3.10", "3.11", "3.12", "3.13")),  # absent: the series' list
+    ("cu129", ("3.10", "3.11", "3.12", "3.13")),
+])
+def test_a_variant_python_list_replaces_the_series_list_for_that_variant(variant_python, variant, pythons):
+    build = next(b for b in variant_python.builds_of("torch") if b.version == "2.8.0" and b.variant == variant)
+    assert build.python.versions == pythons
+
+
+@pytest.mark.parametrize("python,gpu,outcome", [
+    ("==3.10", None, "cu129"),  # the newest CUDA 12 variant
+    ("==3.9", None, "cu128"),  # cu129 has no 3.9: the PyPI default, which has
+    ("==3.10", "P100", "cu126"),  # sm_60: only cu126 has it, and it has 3.10
+    ("==3.9", "P100", "torch 2.8.x (cu126) supports Python 3.10-3.13, not ==3.9"),  # refused, saying why
+])
+def test_a_variant_without_the_asked_python_is_not_chosen(variant_python, python, gpu, outcome):
+    kw = dict(python=python, gpus=(gpu,) if gpu else ())
+    if outcome.startswith("cu"):
+        s = stack_of(variant_python, "torch==2.8.0", **kw)
+        assert [f.variant for f in s.frameworks] == [outcome] and s.python == python[2:]
+    else:
+        assert outcome in refusal(variant_python, "torch==2.8.0", **kw)
+
+
+def test_matrix_show_names_a_variant_python_list(variant_python):
+    release = next(r for r in variant_python.releases if r.framework == "torch" and r.series == "2.8")
+    assert "cu126 (Python 3.10-3.13)" in release.summary and "cu128 (PyPI);" in release.summary
+
+
+@pytest.mark.parametrize("python,outcome", [
+    (None, "3.10"),  # the newest Python its [and-cuda] pins install on
+    ("==3.10", "3.10"),
+    ("==3.11", "tensorflow 2.14.x (and-cuda) supports Python 3.9-3.10, not ==3.11"),  # tensorrt 8.5.3.1: cp36-cp310
+])
+def test_tensorflow_and_cuda_carries_its_own_python_list(m, python, outcome):
+    """Found by locking the catalog: TF 2.14's [and-cuda] pins tensorrt==8.5.3.1 (wheels cp36-cp310 only), so
+    its and_cuda record lists Python 3.9-3.10 while TF itself has 3.11 wheels."""
+    kw = dict(python=python) if python else {}
+    if outcome[0].isdigit():
+        assert stack_of(m, "tensorflow[and-cuda]==2.14.1", **kw).python == outcome
+    else:
+        assert outcome in refusal(m, "tensorflow[and-cuda]==2.14.1", **kw)

@@ -467,3 +467,17 @@ def test_a_cuda_11_runtime_without_a_driver_is_read_from_its_file_name(tmp_path)
     bare.write_bytes(b"")
     status, detail = smoke._cudart_without_driver(str(bare), [], {"cuda": "11.8"})
     assert status == "warn" and "not compared" in detail
+
+
+@pytest.mark.parametrize("built, image, ok", [("11.2", "11.8", True), ("12.3", "12.3", True),
+                                              ("12.3", "12.2", False), ("11.8", "12.2", False)])
+def test_tensorflow_built_for_an_older_minor_passes_on_a_newer_image(monkeypatch, built, image, ok):
+    """TF 2.5-2.13 report the CUDA they were built with (2.10: 11.2) and run on a newer minor of the same
+    major: the resolver gives TF 2.10 the CUDA 11.8 image, and the smoke test must not fail it."""
+    import types
+
+    fake = types.SimpleNamespace(__version__="2.10.1", sysconfig=types.SimpleNamespace(
+        get_build_info=lambda: {"is_cuda_build": True, "cuda_version": built, "cudnn_version": "8"}))
+    monkeypatch.setitem(sys.modules, "tensorflow", fake)
+    verdict = smoke.check_tensorflow({"cuda": image, "cudnn": "8.9.6.50"}, [])
+    assert (verdict[0] == "pass") is ok, verdict

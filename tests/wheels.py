@@ -14,6 +14,7 @@ import contextlib
 import functools
 import hashlib
 import http.server
+import json
 import re
 import threading
 import zipfile
@@ -106,3 +107,67 @@ class Index:
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+
+_BACKEND = '''"""A PEP 517 backend with no build requirements: writes the wheel with zipfile (no index is asked)."""
+import base64, hashlib, os, zipfile
+NAME, VERSION, REQUIRES = {name!r}, {version!r}, {requires!r}
+def _record(files, info):
+    rows = [f"{{p}},sha256={{base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()}},{{len(d)}}"
+            for p, d in files.items()]
+    return ("\\n".join(rows + [f"{{info}}/RECORD,,"]) + "\\n").encode()
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    dist = NAME.replace("-", "_")
+    info = f"{{dist}}-{{VERSION}}.dist-info"
+    meta = [f"Metadata-Version: 2.1", f"Name: {{NAME}}", f"Version: {{VERSION}}"] + [f"Requires-Dist: {{r}}" for r in REQUIRES]
+    files = {{f"{{dist}}/__init__.py": open("module.py", "rb").read(),
+             f"{{info}}/METADATA": ("\\n".join(meta) + "\\n").encode(),
+             f"{{info}}/WHEEL": b"Wheel-Version: 1.0\\nGenerator: cudabox-tests\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}}
+    files[f"{{info}}/RECORD"] = _record(files, info)
+    name = f"{{dist}}-{{VERSION}}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for path, data in files.items():
+            z.writestr(path, data)
+    return name
+'''
+
+
+class GitPackage:
+    """A package in a git repository, served over git's dumb HTTP protocol by `Index.serve` (the repository
+    sits under the index's directory): `commit(text)` makes `WHO = text` the tip of `main`. Its build
+    backend is in the tree and needs nothing from an index, so a build without network can build it."""
+
+    def __init__(self, index: Index, name: str, version: str = "1.0", requires=()):
+        import subprocess
+
+        self.index, self.name = index, name
+        self.work = index.root / "git-work" / name
+        self.bare = index.root / "git" / f"{name}.git"
+        self.work.mkdir(parents=True)
+        (self.work / "pyproject.toml").write_text(
+            '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n\n'
+            f'[project]\nname = "{name}"\nversion = "{version}"\n'
+            f'dependencies = [{", ".join(json.dumps(r) for r in requires)}]\n')
+        (self.work / "backend.py").write_text(_BACKEND.format(name=name, version=version, requires=list(requires)))
+        self._git = lambda *args, cwd=self.work: subprocess.run(
+            ["git", "-c", "user.email=tests@cudabox", "-c", "user.name=tests", *args], cwd=cwd, check=True,
+            capture_output=True, text=True).stdout.strip()
+        self._git("init", "-q", "-b", "main", ".")
+        self.bare.parent.mkdir(parents=True, exist_ok=True)
+
+    def commit(self, who: str) -> str:
+        """Commit `WHO = who` on main, publish it; returns the commit id."""
+        (self.work / "module.py").write_text(f"WHO = {who!r}\n")
+        self._git("add", ".")
+        self._git("commit", "-q", "-m", who)
+        if not self.bare.exists():
+            self._git("clone", "-q", "--bare", str(self.work), str(self.bare), cwd=self.work.parent)
+        else:
+            self._git("push", "-q", str(self.bare), "main")
+        self._git("update-server-info", cwd=self.bare)  # what the dumb HTTP protocol reads
+        return self._git("rev-parse", "HEAD")
+
+    @property
+    def url(self) -> str:
+        """git+http://... while the index is served."""
+        return "git+" + self.index.url.removesuffix("/simple") + f"/git/{self.name}.git"

@@ -49,12 +49,14 @@ def build(
     if json:
         output.emit_json(built.to_dict())
     else:
+        from rich.markup import escape
+
         con = output.console()
         what = "reused (nothing changed)" if built.reused else f"built in {built.seconds:.1f}s"
-        con.print(f"{built.tag}: {what}; stack {built.stack_tag} "
-                  f"({'reused' if built.stack_reused else 'built'}); {built.builder}")
+        con.print(escape(f"{built.tag}: {what}; stack {built.stack_tag} "
+                         f"({'reused' if built.stack_reused else 'built'}); {built.builder}"))
         for remote in built.pushed:
-            con.print(f"pushed {remote}")
+            con.print(f"pushed {escape(remote)}")
         if built.validation is not None:
             from ..image.validate import print_summary
 

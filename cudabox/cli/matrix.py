@@ -52,8 +52,10 @@ def gpu(name: str = typer.Argument(..., help="GPU name, alias, nvidia-smi name, 
     if json:
         output.emit_json(report)
         return
+    from rich.markup import escape
+
     con = output.console()
-    g = report["gpu"]
+    g = {k: escape(v) if isinstance(v, str) else v for k, v in report["gpu"].items()}  # overlay data, not markup
     con.print(f"[bold]{g['name']}[/]  compute capability {g['cc']} ({g['sm']}, {g['arch']}, {g['class']})")
     if g.get("memory_gb"):
         con.print(f"  memory {g['memory_gb']:g} GB", end="")
@@ -74,7 +76,7 @@ def gpu(name: str = typer.Argument(..., help="GPU name, alias, nvidia-smi name, 
     rows = [(f["framework"], f["series"], f["variants"]) for f in report["frameworks"]]
     _table("Framework releases with a build for this GPU", ["framework", "release", "builds (how)"], rows)
     for line in report["refused"]:
-        con.print(f"  [dim]no: {line}[/]")
+        con.print(f"  [dim]no: {escape(line)}[/]")
 
 
 @matrix_app.command("check")
@@ -100,11 +102,12 @@ def check(project: Path = PROJECT, json: bool = JSON,
 
 
 def _table(title, columns, rows):
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=title, show_lines=False, header_style="bold")
     for col in columns:
         table.add_column(col, overflow="fold")
     for row in rows:
-        table.add_row(*[str(c) if c is not None else "—" for c in row])
+        table.add_row(*[escape(str(c)) if c is not None else "—" for c in row])  # data, not markup
     output.console().print(table)

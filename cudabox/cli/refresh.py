@@ -36,9 +36,12 @@ def refresh(
     output.use_json(json)
     chosen = list(framework) if framework else None
     client = Client(HTTPTransport(ca_cert=str(ca_cert) if ca_cert else None), offline=offline)
-    with _progress() as progress:
-        plan, lines, written = run(client, chosen, into=into, project_dir=project, dry_run=dry_run,
-                                   progress=progress)
+    try:
+        with _progress() as progress:
+            plan, lines, written = run(client, chosen, into=into, project_dir=project, dry_run=dry_run,
+                                       progress=progress)
+    finally:
+        client.close()
     if json:
         data = as_json(plan)
         data.update(dry_run=dry_run, into=str(target_dir(into)), written=[str(p) for p in written])

@@ -231,9 +231,10 @@ class Display:
             self.stream.write(f"--- {self.title}\n")
             return self
         from rich.console import Console
+        from rich.markup import escape
 
         self.console = Console(file=self.stream, highlight=False, soft_wrap=True)
-        self.console.print(f"[bold]{self.title}[/]")
+        self.console.print(f"[bold]{escape(self.title)}[/]")
         if self.console.is_terminal:
             self.status = self.console.status(self._status_text())
             self.status.start()

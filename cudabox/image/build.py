@@ -35,6 +35,7 @@ TAG_LEN = 16  # hex digits of a hash in a tag
 SUPPORT_DIR = ".cudabox/build"  # in the build context: smoke.py, expect.json, requirements.txt, Dockerfiles
 DOCKERFILE = f"{SUPPORT_DIR}/Dockerfile"  # every stage, standalone (what `cudabox dockerfile` prints)
 PROJECT_DOCKERFILE = f"{SUPPORT_DIR}/project.Dockerfile"  # the project stages on the stack image
+PROJECT_SUPPORT_FILES = ("requirements.txt", "vcs-requirements.txt")  # what the project build reads there
 CONTEXT_LABEL = "io.cudabox.context"  # fingerprint of what the project build read: unchanged -> reuse
 INDEX_ENV = {"pip_index_url": "CUDABOX_PIP_INDEX_URL", "pip_extra_index_url": "CUDABOX_PIP_EXTRA_INDEX_URL"}
 
@@ -302,18 +303,22 @@ def _write_project_files(project_dir: Path, rendered, stack_ref: str) -> dict[st
               + (own_text.rstrip("\n") + "\n" if own_text.strip() else "") + rendered.dockerignore)
     support = f"!{SUPPORT_DIR}"
     lines = merged.splitlines()
-    # the project build reads only requirements.txt from .cudabox/build: the rest stays out of /workspace
-    project_ignore = "\n".join(f"{support}/requirements.txt" if line.strip() == support else line
-                               for line in lines) + "\n"
+    # the project build reads only its requirements from .cudabox/build: the rest stays out of /workspace
+    own_files = "\n".join(f"{support}/{name}" for name in PROJECT_SUPPORT_FILES)
+    project_ignore = "\n".join(own_files if line.strip() == support else line for line in lines) + "\n"
     files = dict(rendered.files)
     files.update({DOCKERFILE: rendered.dockerfile, DOCKERFILE + ".dockerignore": merged,
                   PROJECT_DOCKERFILE: project_dockerfile(rendered.dockerfile, stack_ref),
                   PROJECT_DOCKERFILE + ".dockerignore": project_ignore})
     for rel, text in files.items():
         _write_if_changed(project_dir / rel, text)
-    stale = project_dir / SUPPORT_DIR / "requirements.txt"
-    if f"{SUPPORT_DIR}/requirements.txt" not in files and stale.exists():
-        stale.unlink()
+    for stale_tools in (project_dir / SUPPORT_DIR).glob("tools-*.txt"):  # an earlier lock's installer pins
+        if f"{SUPPORT_DIR}/{stale_tools.name}" not in files:
+            stale_tools.unlink()
+    for name in PROJECT_SUPPORT_FILES:  # a lock that no longer has such packages: not read, not copied
+        stale = project_dir / SUPPORT_DIR / name
+        if f"{SUPPORT_DIR}/{name}" not in files and stale.exists():
+            stale.unlink()
     return {DOCKERFILE: _patterns(merged), PROJECT_DOCKERFILE: _patterns(project_ignore)}
 
 

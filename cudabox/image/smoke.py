@@ -386,7 +386,9 @@ def check_torch(expect, targets):
 
 
 def check_tensorflow(expect, targets):
-    """tensorflow is a CUDA build for this CUDA/cuDNN."""
+    """tensorflow is a CUDA build for this CUDA/cuDNN. It finds CUDA by the major's sonames (the image's,
+    or the [and-cuda] wheels'), so one built for 11.2 runs on an 11.8 image: same major, same or
+    newer minor."""
     import tensorflow as tf
     info = dict(tf.sysconfig.get_build_info())
     facts, problems = ["tensorflow %s" % tf.__version__], []
@@ -397,7 +399,7 @@ def check_tensorflow(expect, targets):
     cuda, cudnn = info.get("cuda_version"), info.get("cudnn_version")
     if cuda:
         facts.append("CUDA %s" % cuda)
-        problems.append(_cuda_problem(cuda, expect))
+        problems.append(_system_cuda_problem(cuda, expect))
     if cudnn:
         facts.append("cuDNN %s" % cudnn)
         # TF often reports only the major ('9'): compare as many parts as it gives.

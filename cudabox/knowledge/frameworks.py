@@ -59,6 +59,8 @@ class Framework:
     variant_name: str | None = None  # "cu{major}{minor}": the variant a package name or post tag picks
     retired: str | None = None  # why the project no longer releases (said with every resolution)
     system_packages: tuple[str, ...] = ()  # apt packages its wheels load but don't ship (libgomp1)
+    plugin_package: str | None = None  # "jax-cuda{major}-plugin": the PyPI project a CUDA extra installs
+    python_from: str | None = None  # "jaxlib": the project whose wheel tags give a pure-Python framework's Pythons
 
     @property
     def pip_name(self) -> str:

@@ -191,8 +191,12 @@ def _read_frameworks(doc, m: Matrix):
             package=r.get("package", f.optional(f.template), None), post_tag=r.get("post_tag", f.optional(f.template), None),
             variant_name=r.get("variant_name", f.optional(f.template), None),
             retired=r.get("retired", f.optional(f.string), None),
-            system_packages=r.get("system_packages", f.list_of(f.string), ()), prov=r.prov())
+            system_packages=r.get("system_packages", f.list_of(f.string), ()),
+            plugin_package=r.get("plugin_package", f.optional(f.template), None),
+            python_from=r.get("python_from", f.optional(f.string), None), prov=r.prov())
         r.done()
+        if fw.plugin_package and fw.shape != "plugins":
+            raise r.error("plugin_package", f"{what}: plugin_package is for the plugins shape")
         if (fw.post_tag or (fw.package and "{" in fw.package)) and not fw.variant_name:
             raise r.error("variant_name", f"{what}: a package template or post_tag needs 'variant_name'")
         if fw.shape in ("extra", "plugins") and not fw.extra:
@@ -256,14 +260,15 @@ def _read_variants(doc, m: Matrix, fw: Framework):
                 ptx=vr.get("ptx", f.list_of(f.arch("compute")), ()), min_cc=vr.get("min_cc", f.optional(f.cc), None),
                 system_cudnn=vr.get("system_cudnn", f.optional(f.minor), None),
                 post=vr.get("post", f.optional(f.string), None), package=vr.get("package", f.optional(f.string), None),
-                prov=vr.prov()))
+                python=vr.get("python", f.python, None), prov=vr.prov()))
             vr.done()
         r.done()
         if default is not None and default not in {v["name"] for v in variants}:
             raise r.error("pypi_default", f"{fw.name} {series}: pypi_default {default!r} is not one of its variants")
         m.releases.append(FrameworkRelease(
             fw.name, series, versions, python,
-            "; ".join(f"{v['name']}{' (PyPI)' if v['name'] == default else ''}" for v in variants), prov))
+            "; ".join(f"{v['name']}{' (PyPI)' if v['name'] == default else ''}"
+                      + (f" (Python {v['python'].describe()})" if v["python"] else "") for v in variants), prov))
         for version in versions:
             for v in variants:
                 is_default = v["name"] == default
@@ -272,7 +277,7 @@ def _read_variants(doc, m: Matrix, fw: Framework):
                     framework=fw.name, version=version, variant=v["name"], cuda=v["cuda"],
                     cuda_min=v["cuda"] if system else None,
                     cudnn=v["cudnn"], cuda_runtime=f"=={pypi_runtime}" if is_default and pypi_runtime else None,
-                    python=python, arch=ArchList(sass=v["sass"], ptx=v["ptx"], min_cc=v["min_cc"]),
+                    python=v["python"] or python, arch=ArchList(sass=v["sass"], ptx=v["ptx"], min_cc=v["min_cc"]),
                     wheels_cuda=not system, system_cudnn=v["system_cudnn"], pypi_default=is_default,
                     index=None if is_default else v["index"],
                     requirement=fw.requirement(version, v["name"], pypi_default=is_default, post=v["post"],
@@ -308,7 +313,8 @@ def _read_extra(doc, m: Matrix, fw: Framework):
         if and_cuda is not None:
             ar = _rec(and_cuda, f"{fw.name} {series} and_cuda")
             pins = dict(major=ar.get("cuda_major", f.integer), runtime=ar.get("cuda_runtime", f.pin, None),
-                        cudnn=ar.get("cudnn", f.pin, None), prov=ar.prov())
+                        cudnn=ar.get("cudnn", f.pin, None), python=ar.get("python", f.python, None),
+                        prov=ar.prov())
             ar.done()
         m.releases.append(FrameworkRelease(
             fw.name, series, versions, python,
@@ -318,7 +324,7 @@ def _read_extra(doc, m: Matrix, fw: Framework):
                 # [and-cuda] pins a CUDA major; the runtime wheel pin says which minor
                 m.builds.append(Build(
                     framework=fw.name, version=version, variant=fw.extra, cuda=cuda, cuda_min=None,
-                    cudnn=pins["cudnn"], cuda_runtime=pins["runtime"], python=python, arch=arch,
+                    cudnn=pins["cudnn"], cuda_runtime=pins["runtime"], python=pins["python"] or python, arch=arch,
                     wheels_cuda=True, system_cudnn=None, pypi_default=True, index=None,
                     requirement=fw.requirement(version, fw.extra), prov=_merge_prov(prov, pins["prov"])))
             else:

@@ -102,9 +102,9 @@ def dump_json(data: dict) -> str:
             out.append(key)
         return out
 
-    for part in ("project", "stack"):
-        if data.get(part, {}).get("pins") is not None:
-            data[part] = dict(data[part], pins=mark(data[part]["pins"]))
+    for part, key in (("project", "pins"), ("stack", "pins"), ("stack", "tool_pins")):
+        if data.get(part, {}).get(key) is not None:
+            data[part] = dict(data[part], **{key: mark(data[part][key])})
     text = json.dumps(data, indent=2)
     for key, line in lines.items():
         text = text.replace(key, line)

@@ -22,12 +22,15 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import EnvironmentProblem, Unsatisfiable
+from ..errors import EnvironmentProblem, InputError, Unsatisfiable
 from ..resolve.stack import Pin
 
 PYPI = "https://pypi.org/simple"
+DIRECT = "direct"  # Pin.index of a requirement that names its own URL (a file, or git)
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git commit id: SHA-1, or SHA-256 repositories
 _UV_ENV_DROP = re.compile(r"^(UV_|PIP_|VIRTUAL_ENV$|CONDA_PREFIX$)")
 _NETWORK = re.compile(r"Failed to fetch|error sending request|dns error|Connection refused|timed out", re.I)
+_GIT_NETWORK = re.compile(r"unable to access|Could not resolve|Couldn't connect|timed out|Connection refused", re.I)
 
 
 class CompileFailed(Exception):
@@ -87,11 +90,24 @@ def _pyproject(requirements, sources: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def pylock_text(pins) -> str:
-    """Pins as a PEP 751 pylock.toml (uv reads it back as preferences: unchanged inputs keep their pins)."""
+def pylock_text(pins, requirements=()) -> str:
+    """Pins as a PEP 751 pylock.toml (uv reads it back as preferences: unchanged inputs keep their pins;
+    a git pin is kept while its requirement still asks for the same branch or tag)."""
+    from packaging.utils import canonicalize_name
+
+    requested = _requested_revisions(requirements)
     lines = ['lock-version = "1.0"', 'created-by = "cudabox"', ""]
     for p in pins:
+        if p.index == DIRECT and not p.vcs:
+            continue  # a file URL the requirement names: nothing to prefer
         lines += ["[[packages]]", f"name = {_toml(p.name)}", f"version = {_toml(p.version)}"]
+        if p.vcs:  # the locked commit stays the preference until --upgrade moves it
+            url, commit, subdirectory = split_vcs(p.vcs)
+            extra = f", subdirectory = {_toml(subdirectory)}" if subdirectory else ""
+            wanted = requested.get(canonicalize_name(p.name))
+            extra += f", requested-revision = {_toml(wanted)}" if wanted else ""
+            lines += [f'vcs = {{ type = "git", url = {_toml(url)}, commit-id = {_toml(commit)}{extra} }}', ""]
+            continue
         wheels = [(u, h) for u, h in p.files if u.endswith(".whl")]
         sdists = [(u, h) for u, h in p.files if not u.endswith(".whl")]
         if sdists:
@@ -102,6 +118,21 @@ def pylock_text(pins) -> str:
                                                   for u, h in wheels) + "]")
         lines.append("")
     return "\n".join(lines)
+
+
+def _requested_revisions(requirements) -> dict[str, str]:
+    """name -> the branch, tag or commit after '@' of each git requirement."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    out = {}
+    for text in requirements:
+        req = Requirement(text)
+        if req.url and req.url.startswith("git+"):
+            path = urlsplit(req.url.removeprefix("git+")).path
+            if "@" in path:
+                out[canonicalize_name(req.name)] = path.rsplit("@", 1)[1]
+    return out
 
 
 def _load_toml(text: str) -> dict:
@@ -123,7 +154,7 @@ def compile_pins(requirements, *, uv: str, python: str, platform: str, sources: 
         (tmp / "pyproject.toml").write_text(_pyproject(requirements, sources))
         out = tmp / "pylock.toml"
         if previous:
-            out.write_text(pylock_text(previous))
+            out.write_text(pylock_text(previous, requirements))
         cmd = [uv, "pip", "compile", "pyproject.toml", "--no-config", "--quiet", "--no-header", "--format",
                "pylock.toml", "-o", str(out), "--python-version", python, "--python-platform", platform,
                "--index-strategy", "first-index", "--default-index", default,
@@ -145,6 +176,7 @@ def compile_pins(requirements, *, uv: str, python: str, platform: str, sources: 
         if proc.returncode != 0:
             lines = [line.strip(" ╰─▶×│").strip() for line in proc.stderr.splitlines()]
             reasons = [line for line in lines if line and not line.startswith("hint:")]
+            _git_failure(reasons)
             fetch = next((line for line in reasons if _NETWORK.search(line)), None)
             if fetch:  # not a resolution failure: no Python fallback would help
                 raise EnvironmentProblem(
@@ -157,14 +189,55 @@ def compile_pins(requirements, *, uv: str, python: str, platform: str, sources: 
     pins = []
     for pkg in data.get("packages", []):
         name = pkg["name"]
+        if "vcs" in pkg:
+            pins.append(_vcs_pin(pkg))
+            continue
         files = [(w["url"], w["hashes"]["sha256"]) for w in pkg.get("wheels", [])]
         if "sdist" in pkg:
             files.append((pkg["sdist"]["url"], pkg["sdist"]["hashes"]["sha256"]))
+        index = _index_of(name, files, sources, default, extras) if files else DIRECT
+        archive = pkg.get("archive", {})
+        if archive.get("url") and archive.get("hashes", {}).get("sha256"):  # `pkg @ https://.../x.whl`
+            files.append((archive["url"], archive["hashes"]["sha256"]))
         if not files:
-            raise CompileFailed(f"{name} {pkg.get('version')}: no file to install", [])
-        pins.append(Pin(name=name, version=str(pkg["version"]), index=_index_of(name, files, sources, default, extras),
+            raise CompileFailed(f"{name} {pkg.get('version')}: no file to install (a local path or a "
+                                "source cudabox can't lock: use a git+https URL or an index)", [])
+        pins.append(Pin(name=name, version=str(pkg.get("version", "")), index=index,
                         files=tuple((public_url(u), h) for u, h in files)))
     return sorted(pins, key=lambda p: p.name)
+
+
+def _vcs_pin(pkg: dict) -> Pin:
+    """A git requirement, pinned to the commit uv resolved (`main` today -> that commit, for good)."""
+    vcs = pkg["vcs"]
+    commit = str(vcs.get("commit-id", ""))
+    if vcs.get("type") != "git" or not _COMMIT.fullmatch(commit):
+        raise CompileFailed(f"{pkg['name']}: a {vcs.get('type')} source without a commit id can't be locked", [])
+    url = public_url(vcs["url"])
+    ref = f"git+{url}@{commit}" + (f"#subdirectory={vcs['subdirectory']}" if vcs.get("subdirectory") else "")
+    return Pin(name=pkg["name"], version=str(pkg.get("version", "")), index=DIRECT, files=(), vcs=ref)
+
+
+def split_vcs(ref: str) -> tuple[str, str, str | None]:
+    """`git+URL@COMMIT[#subdirectory=DIR]` -> (URL, COMMIT, DIR)."""
+    ref, _, fragment = ref.partition("#subdirectory=")
+    url, _, commit = ref.removeprefix("git+").rpartition("@")
+    return url, commit, fragment or None
+
+
+def _git_failure(reasons: list[str]) -> None:
+    """A git requirement uv could not fetch: exit 5 when the host can't be reached, else exit 2 naming
+    the requirement and git's own line (a branch, tag or commit the repository doesn't have)."""
+    if not any("Git operation failed" in r for r in reasons):
+        return
+    which = next((r for r in reasons if r.startswith("error:")), reasons[0]).removeprefix("error: ")
+    fatal = next((r.split("fatal:", 1)[1].strip() for r in reasons if "fatal:" in r), None)
+    said = f"{which}: {fatal or 'git failed'}"
+    if fatal and _GIT_NETWORK.search(fatal):
+        raise EnvironmentProblem(f"cannot reach a git repository to lock the packages ({said})",
+                                 hint="check the network, proxy and CA bundle (CUDABOX_CA_CERT)")
+    raise InputError(f"{said}; check the repository URL and the branch, tag or commit after '@'")
+
 
 
 def _index_of(name: str, files, sources: dict, default: str, extras: list[str]) -> str:
@@ -182,9 +255,17 @@ def requirements_lines(pins) -> list[str]:
     both read it; with --no-deps --require-hashes nothing is resolved and no index is asked)."""
     out = []
     for p in pins:
+        if p.vcs:
+            continue  # no file to hash: vcs_lines
         url, sha = next(((u, h) for u, h in p.files if u.endswith(".whl")), p.files[0])
         out.append(f"{p.name} @ {url} --hash=sha256:{sha}")
     return out
+
+
+def vcs_lines(pins) -> list[str]:
+    """The git pins, `name @ git+URL@<commit id>`: installed with --no-deps after the hashed files (a
+    --require-hashes file can't hold them); the commit id is what makes two builds the same."""
+    return [f"{p.name} @ {p.vcs}" for p in pins if p.vcs]
 
 
 def why_not(exc: CompileFailed) -> str:

@@ -133,26 +133,67 @@ def _older_pythons(spec, m: Matrix, res: Resolution, host, overrides) -> list[Re
 def _pin(res: Resolution, uv: str, previous: Lock | None, upgrade: bool, upgrade_packages):
     import os
 
-    from ..errors import InputError
     from .packages import compile_pins
 
-    stack, spec = res.stack, res.spec
-    if not stack.platform:
-        raise InputError(f"matrices/images.yaml gives no glibc for {stack.os}: cannot lock wheels for its platform")
+    spec = res.spec
     index_url = os.environ.get("CUDABOX_PIP_INDEX_URL") or spec.index_url
     extra = os.environ.get("CUDABOX_PIP_EXTRA_INDEX_URL", "").split() or list(spec.extra_index_urls)
     ca = os.environ.get("CUDABOX_CA_CERT") or None
-    common = dict(uv=uv, python=stack.python, platform=stack.platform, sources=stack.indexes, index_url=index_url,
-                  extra_index_urls=extra, upgrade=upgrade, upgrade_packages=upgrade_packages, ca_cert=ca)
     old_stack = (previous.stack.pins or ()) if previous else ()
     old_project = (previous.project.pins or ()) if previous else ()
-    # pip is locked with the stack: the image's venv is made without seed packages, so it holds exactly the lock
-    wanted = list(stack.requirements) + SEED
-    stack_pins = compile_pins(wanted, previous=old_stack, **common)
+    stack = pin_stack(res.stack, uv=uv, index_url=index_url, extra_index_urls=extra, ca_cert=ca, previous=old_stack,
+                      upgrade=upgrade, upgrade_packages=upgrade_packages)
     project_pins = []
     if res.others:
-        full = compile_pins(wanted + list(res.others), constraints=stack_pins,
-                            previous=list(old_stack) + list(old_project), **common)
-        mine = {p.name for p in stack_pins}
+        full = compile_pins(stack_wanted(stack) + list(res.others), constraints=stack.pins,
+                            previous=list(old_stack) + list(old_project), **_common(stack, uv, index_url, extra, ca,
+                                                                                     upgrade, upgrade_packages))
+        mine = {p.name for p in stack.pins}
         project_pins = [p for p in full if p.name not in mine]
-    return replace(stack, pins=tuple(stack_pins)), tuple(project_pins)
+    return stack, tuple(project_pins)
+
+
+def stack_wanted(stack) -> list[str]:
+    """What the stack's venv holds: its requirements, and pip (the venv is made without seed packages, so
+    it holds exactly the lock)."""
+    return list(stack.requirements) + SEED
+
+
+def _common(stack, uv, index_url, extra_index_urls, ca_cert, upgrade, upgrade_packages) -> dict:
+    from ..errors import InputError
+
+    if not stack.platform:
+        raise InputError(f"matrices/images.yaml gives no glibc for {stack.os}: cannot lock wheels for its platform")
+    return dict(uv=uv, python=stack.python, platform=stack.platform, sources=stack.indexes, index_url=index_url,
+                extra_index_urls=list(extra_index_urls), upgrade=upgrade, upgrade_packages=upgrade_packages,
+                ca_cert=ca_cert)
+
+
+def pin_stack(stack, *, uv: str, index_url: str | None = None, extra_index_urls=(), ca_cert: str | None = None,
+              previous=(), upgrade: bool = False, upgrade_packages=()):
+    """The stack with its closure (frameworks, companions, everything they pull in, pip) and its build
+    tools pinned and hashed for its platform and Python. Raises CompileFailed (packages.py)."""
+    from .packages import compile_pins
+
+    common = _common(stack, uv, index_url, extra_index_urls, ca_cert, upgrade, upgrade_packages)
+    pins = compile_pins(stack_wanted(stack), previous=previous, **common)
+    return replace(stack, pins=tuple(pins), tool_pins=tool_pins(stack, common))
+
+
+def tool_pins(stack, common: dict):
+    """The build tools' wheels for the image's platform (uv, installed in a throwaway build stage), hashed
+    like the packages (the uv stage installs this file, not `uv==X` by version); None when the stack
+    names no uv."""
+    from ..errors import Unsatisfiable
+    from .packages import CompileFailed, compile_pins, why_not
+
+    if not stack.tools.get("uv"):
+        return None
+    args = dict(common, sources={}, upgrade=False, upgrade_packages=())
+    try:
+        return tuple(compile_pins([f"uv=={stack.tools['uv']}"], **args))
+    except CompileFailed as exc:  # not the Python's fault: no fallback would help
+        raise Unsatisfiable(f"uv {stack.tools['uv']}, the images' installer, can't be locked from the package "
+                            "index (the build installs it from there)",
+                            [why_not(exc), "serve uv from the index (a PyPI mirror has it), or use the "
+                             "index that has it (index_url / CUDABOX_PIP_INDEX_URL)"]) from None

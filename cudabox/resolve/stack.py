@@ -70,20 +70,28 @@ class RunFacts:
 @dataclass(frozen=True)
 class Pin:
     """One locked package: exact version, the one index it comes from, and its files for the image's
-    platform (URL and sha256 each). The build installs exactly these files, hashes required."""
+    platform (URL and sha256 each). The build installs exactly these files, hashes required.
+
+    A git requirement has no file to hash: it is pinned to the commit the lock resolved (`vcs`,
+    `git+URL@<commit id>`), which names its content as a hash does, and `files` is empty."""
 
     name: str
     version: str
-    index: str
+    index: str  # the index URL; "direct" for a requirement that names its own URL (a file or git)
     files: tuple[tuple[str, str], ...]  # (url, sha256)
+    vcs: str | None = None  # git+https://host/repo@<commit id>[#subdirectory=...]
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "version": self.version, "index": self.index,
+        data = {"name": self.name, "version": self.version, "index": self.index,
                 "files": [{"url": u, "sha256": h} for u, h in self.files]}
+        if self.vcs:
+            data["vcs"] = self.vcs
+        return data
 
     @classmethod
     def from_dict(cls, d: dict) -> "Pin":
-        return cls(d["name"], d["version"], d["index"], tuple((f["url"], f["sha256"]) for f in d["files"]))
+        return cls(d["name"], d["version"], d["index"], tuple((f["url"], f["sha256"]) for f in d["files"]),
+                   d.get("vcs"))
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,7 @@ class Stack:
     indexes: dict = field(default_factory=dict)  # package -> the one index it must come from (framework wheels)
     platform: str | None = None  # uv --python-platform of the image: x86_64-manylinux_2_36
     pins: tuple[Pin, ...] | None = None  # every package of the stack image, locked (None: not locked yet)
+    tool_pins: tuple[Pin, ...] | None = None  # the build tools' wheels (uv), locked like the packages
 
     # The fields that change what gets built; `why`/`warnings` explain but don't build.
     BUILD_FIELDS = ("python", "python_install", "cuda", "cudnn", "flavour", "base_image", "os", "packages",
@@ -125,7 +134,11 @@ class Stack:
         if not data["os_packages"]:  # absent unless a framework needs some: older stacks keep their hash
             del data["os_packages"]
         data["runs_on"] = self.runs_on.to_dict() if self.runs_on else None
-        data["pins"] = None if self.pins is None else [p.to_dict() for p in sorted(self.pins, key=lambda p: p.name)]
+        for key in ("pins", "tool_pins"):
+            value = getattr(self, key)
+            data[key] = None if value is None else [p.to_dict() for p in sorted(value, key=lambda p: p.name)]
+        if self.tool_pins is None:  # absent unless locked: a lock from before them keeps its hash
+            del data["tool_pins"]
         return data
 
     @classmethod
@@ -134,8 +147,9 @@ class Stack:
         values = {k: v for k, v in data.items() if k in known}
         values["targets"] = tuple(Target(**t) for t in values.get("targets", ()))
         values["frameworks"] = tuple(FrameworkPick(**f) for f in values.get("frameworks", ()))
-        if values.get("pins") is not None:
-            values["pins"] = tuple(Pin.from_dict(p) for p in values["pins"])
+        for key in ("pins", "tool_pins"):
+            if values.get(key) is not None:
+                values[key] = tuple(Pin.from_dict(p) for p in values[key])
         if values.get("runs_on") is not None:
             values["runs_on"] = RunFacts.from_dict(values["runs_on"])
         for key in ("requirements", "index_urls", "why", "warnings", "os_packages"):
@@ -150,9 +164,11 @@ class Stack:
     def build_dict(self) -> dict:
         """The build fields; the pins (long: every file URL and hash) by their own digest."""
         data = self.to_dict()
-        out = {k: data[k] for k in self.BUILD_FIELDS + (("os_packages",) if self.os_packages else ())}
-        if out["pins"] is not None:
-            out["pins"] = "sha256:" + digest(out["pins"])
+        optional = tuple(k for k in ("os_packages", "tool_pins") if k in data)
+        out = {k: data[k] for k in self.BUILD_FIELDS + optional}
+        for key in ("pins", "tool_pins"):
+            if out.get(key) is not None:
+                out[key] = "sha256:" + digest(out[key])
         return out
 
     @property

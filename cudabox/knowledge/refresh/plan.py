@@ -5,14 +5,14 @@ from __future__ import annotations
 from ...errors import InputError
 from ..overlay import declared, pypi_project
 from ..pypi import Client
-from . import cuda, frameworks as fw
+from . import cuda, frameworks as fw, torch
 from .reader import Plan, Planner, Reader, plain, projects_for
 
 # The frameworks whose PyPI metadata refresh can read: each project states its CUDA pins its own way
 # (torch's nvidia-* Requires-Dist and download.pytorch.org, tensorflow[and-cuda], jax's plugins), so
 # each needs a reader here (paddle: the plain paddlepaddle-gpu releases on PyPI; its builds on Paddle's own
 # index are kept by hand, and MXNet, retired, has nothing more to read). A framework frameworks.yaml declares without one is kept by hand.
-READERS = {"torch": fw.torch, "tensorflow": fw.tensorflow, "jax": fw.jax, "paddle": fw.paddle}
+READERS = {"torch": torch.torch, "tensorflow": fw.tensorflow, "jax": fw.jax, "paddle": fw.paddle}
 LAST = ("cudnn", "cuda")  # they serve the frameworks' pins
 
 
@@ -39,13 +39,13 @@ def plan(client: Client, docs: dict, frameworks=None, *, progress=None) -> Plan:
     p = Planner(Reader(client, progress, workers=32), docs)
     p.plan.cudnn_projects = tuple(cuda.cudnn_wheels(p.work))
     projects = {name: pypi_project(docs["frameworks"], name) or name for name in selected}
-    p.r.prefetch(projects_for(selected, p.plan.cudnn_projects, projects))  # every project JSON, then every METADATA, in one pass
+    p.r.prefetch(projects_for(selected, docs, p.plan.cudnn_projects, projects))  # every project JSON, then every METADATA, in one pass
     fw.prefetch(p, selected)
     for name in selected:  # torch before its companions; cuDNN and CUDA last (they serve the pins)
         if name in READERS:
             READERS[name](p)
         elif name in companions:
-            fw.companions(p, name)
+            torch.companions(p, name)
     cuda.cudnn(p, everything="cudnn" in selected)
     cuda.cuda(p, everything="cuda" in selected)
     p.plan.notes[:0] = p.r.notes

@@ -8,9 +8,9 @@ from download.pytorch.org when reachable, else it is carried from the
 previous release and marked `status: inferred` with a note saying from where.
 
 Here: release facts and the pure derivations from Requires-Dist, the Reader
-(PyPI in parallel) and `plan()`. The per-framework steps that turn facts into
-records in the YAML shapes of docs/matrices.md are in `refresh_frameworks`
-(torch, companions, tensorflow, jax) and `refresh_cuda` (cuDNN, CUDA);
+(PyPI in parallel; the PyTorch index's page through `refresh_index`) and `plan()`. The per-framework steps that turn facts into
+records in the YAML shapes of docs/matrices.md are in `refresh_torch` (torch,
+companions), `refresh_frameworks` (tensorflow, jax, paddle) and `refresh_cuda` (cuDNN, CUDA);
 `refresh_write` shows the diff and writes overlay files.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import re
-import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -28,9 +27,11 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, canonicaliz
 from packaging.version import InvalidVersion, Version
 
 from ...errors import EnvironmentProblem, InputError
+from ..frameworks import template_regex
+from ..overlay import section_at
 from ..pypi import Client, Metadata
+from .index import PYTORCH_INDEX, pytorch_pythons, pytorch_variants
 
-PYTORCH_INDEX = "https://download.pytorch.org/whl/torch/"
 _LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
           "python_version": "3.12", "python_full_version": "3.12.0", "implementation_name": "cpython",
           "platform_python_implementation": "CPython"}
@@ -165,15 +166,55 @@ def tf_and_cuda(requires_dist) -> dict | None:
     return {"cuda_major": out["cuda_major"], "cuda_runtime": out.get("cuda_runtime"), "cudnn": out["cudnn"]}
 
 
-def jax_plugins(requires_dist) -> dict[str, SpecifierSet]:
-    """jax's `cudaNN` extras -> the jax-cudaNN-plugin versions they require."""
+@dataclass(frozen=True)
+class PluginNames:
+    """How a `plugins` framework (frameworks.yaml) names its CUDA extras and their PyPI projects:
+    `extra` "cuda{major}", `package` "jax-cuda{major}-plugin"."""
+
+    extra: str
+    package: str
+
+    def major(self, extra: str) -> int | None:
+        """"cuda12" -> 12; None for another extra (cuda12_pip, cpu)."""
+        m = re.fullmatch(template_regex(self.extra), extra)
+        return int(m["major"]) if m and "major" in m.groupdict() else None
+
+    def project(self, extra: str) -> str | None:
+        major = self.major(extra)
+        return None if major is None else self.package.format(major=major)
+
+    def projects(self, majors) -> list[str]:
+        """The plugin project of each CUDA major (cuda.yaml `majors`)."""
+        return [self.package.format(major=m) for m in majors]
+
+
+def framework_record(frameworks_doc, name: str) -> dict:
+    """A framework's record in (merged) frameworks.yaml, {} when not declared."""
+    return next((plain(r) for r in section_at(frameworks_doc, "frameworks") or ()
+                 if isinstance(r, dict) and r.get("name") == name), {})
+
+
+def plugin_names(frameworks_doc, name: str) -> PluginNames | None:
+    """The extra and plugin package templates of a `plugins` framework; None when it declares no plugin_package."""
+    rec = framework_record(frameworks_doc, name)
+    return PluginNames(rec["extra"], rec["plugin_package"]) if rec.get("extra") and rec.get("plugin_package") \
+        else None
+
+
+def cuda_majors(cuda_doc) -> list[int]:
+    return sorted(int(r["major"]) for r in section_at(cuda_doc, "majors") or () if isinstance(r, dict))
+
+
+def jax_plugins(requires_dist, names: PluginNames) -> dict[str, SpecifierSet]:
+    """jax's CUDA extras (`cuda12`) -> the plugin versions they require (`names`: frameworks.yaml's templates)."""
     out = {}
     for text in requires_dist or ():
-        m = re.search(r"""extra\s*==\s*["'](cuda\d+)["']""", text)
-        if not m:
+        m = re.search(r"""extra\s*==\s*["']([^"']+)["']""", text)
+        project = names.project(m.group(1)) if m else None
+        if project is None:
             continue
         for req in requirements([text], m.group(1)):
-            if req.name == f"jax-{m.group(1)}-plugin":
+            if canonicalize_name(req.name) == canonicalize_name(project):
                 out[m.group(1)] = req.specifier
     return out
 
@@ -190,64 +231,6 @@ def jax_plugin_pins(requires_dist, extra: str = "with-cuda") -> dict:
     return {"cudnn": cudnn, "cuda_min": _minor(runtime)}
 
 
-@dataclass(frozen=True)
-class IndexWheel:
-    """One wheel of a PEP 503 simple page: what its file name says (PEP 427)."""
-
-    version: str  # "2.4.1" (public part)
-    variant: str | None  # the local tag: "cu124", "cpu", "rocm6.1"; None when untagged
-    python: str | None  # CPython minor of a cpXY tag ("3.12"); None for py3 / other interpreters
-    free_threaded: bool  # a cp313t-style ABI
-    platform: str  # "manylinux_2_28_x86_64", "win_amd64", ...
-
-    @property
-    def linux_x86_64(self) -> bool:
-        return "linux" in self.platform and self.platform.endswith("x86_64")
-
-
-def pytorch_wheels(html: str, project: str = "torch") -> list[IndexWheel]:
-    """Every `project` wheel a PEP 503 simple page links (its anchors' text, else the href's file name)."""
-    names = re.findall(r"<a\b[^>]*>\s*([^<\s]+\.whl)\s*</a>", html) or \
-        [urllib.parse.unquote(h.rsplit("/", 1)[-1].split("#", 1)[0]) for h in re.findall(r'href="([^"]+\.whl[^"]*)"', html)]
-    out = []
-    for name in dict.fromkeys(names):
-        try:
-            dist, version, _, tags = parse_wheel_filename(name)
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        if dist != canonicalize_name(project):
-            continue
-        for tag in tags:
-            cp = re.fullmatch(r"cp3(\d+)", tag.interpreter)
-            out.append(IndexWheel(version=version.public, variant=version.local, platform=tag.platform,
-                                  python=f"3.{cp.group(1)}" if cp else None, free_threaded=tag.abi.endswith("t")))
-    return out
-
-
-def pytorch_variants(html: str) -> dict[str, set[str]]:
-    """download.pytorch.org/whl/torch/ (PEP 503) -> {version: {cu126, cu130, ...}} of Linux x86_64 wheels."""
-    out: dict[str, set[str]] = {}
-    for w in pytorch_wheels(html):
-        if w.linux_x86_64 and w.variant and re.fullmatch(r"cu\d+", w.variant):
-            out.setdefault(w.version, set()).add(w.variant)
-    return out
-
-
-def pytorch_pythons(html: str) -> dict[tuple[str, str], list[str]]:
-    """(version, variant) -> the CPython minors its Linux x86_64 wheels carry (free-threaded left out)."""
-    out: dict[tuple[str, str], set[str]] = {}
-    for w in pytorch_wheels(html):
-        if w.linux_x86_64 and w.variant and w.python and not w.free_threaded:
-            out.setdefault((w.version, w.variant), set()).add(w.python)
-    return {k: sorted(v, key=Version) for k, v in out.items()}
-
-
-def variant_cuda(name: str) -> str:
-    """cu121 -> 12.1, cu130 -> 13.0."""
-    digits = name[2:]
-    return f"{int(digits[:-1])}.{digits[-1]}"
-
-
 # --------------------------------------------------------------------------- reading PyPI
 
 
@@ -261,6 +244,7 @@ class Reader:
         self._meta: dict[tuple[str, str], Metadata] = {}
         self.notes: list[str] = []
         self._index: dict | None | bool = False
+        self._index_reason, self._index_said = "", False
         self.index_pythons: dict[tuple[str, str], list[str]] = {}
 
     def project(self, name: str) -> dict:
@@ -304,21 +288,23 @@ class Reader:
                     self.progress(f"reading wheel metadata: {rel.project} {rel.version} ({done}/{len(todo)})")
         return {r.version: self._meta[(r.project, r.version)] for r in rels}
 
-    def pytorch_index(self) -> dict[str, set[str]] | None:
-        """The PyTorch wheel index, or None (said once) when it can't be read."""
+    def pytorch_index(self, say: bool = True) -> dict[str, set[str]] | None:
+        """The PyTorch wheel index, or None when it can't be read: said once, by the first caller that needs it
+        (`say`; checking existing records' variants does not)."""
         if self._index is False:
             self.progress(f"trying {PYTORCH_INDEX}")
             try:
                 body = self.client.fetch(PYTORCH_INDEX, quick=True)
-                reason = "HTTP 404"
+                self._index_reason = "HTTP 404"
             except EnvironmentProblem as exc:
-                body, reason = None, getattr(exc, "reason", str(exc))
+                body, self._index_reason = None, getattr(exc, "reason", str(exc))
             html = body.decode("utf-8", "replace") if body else ""
             self._index = pytorch_variants(html) if body else None
             self.index_pythons = pytorch_pythons(html) if body else {}
-            if self._index is None:
-                self.notes.append(f"could not read {PYTORCH_INDEX} ({reason}): torch CUDA variants and arch "
-                                  "lists are carried from the previous release (status: inferred)")
+        if self._index is None and say and not self._index_said:
+            self._index_said = True
+            self.notes.append(f"could not read {PYTORCH_INDEX} ({self._index_reason}): torch CUDA variants and "
+                              "arch lists are carried from the previous release (status: inferred)")
         return self._index
 
 
@@ -430,12 +416,22 @@ class Planner:
         self.plan.notes.append(text)
 
 
-def projects_for(selected, cudnn_projects=(), projects=None) -> list[str]:
+def projects_for(selected, docs: dict, cudnn_projects=(), projects=None) -> list[str]:
     """The PyPI projects a refresh of `selected` reads (cuDNN and CUDA are always followed);
-    `projects`: framework -> its PyPI project where they differ (paddle -> paddlepaddle-gpu)."""
-    names = [(projects or {}).get(n, n) for n in selected if n not in ("cudnn", "cuda")]
-    if "jax" in selected:
-        names += ["jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin"]
+    `projects`: framework -> its PyPI project where they differ (paddle -> paddlepaddle-gpu). A framework
+    also brings what frameworks.yaml says it is read with: `python_from` (jax: jaxlib's wheel tags) and
+    the `plugin_package` of every CUDA major cuda.yaml knows (jax-cuda12-plugin, jax-cuda13-plugin)."""
+    names = []
+    for name in selected:
+        if name in ("cudnn", "cuda"):
+            continue
+        names.append((projects or {}).get(name, name))
+        rec = framework_record(docs["frameworks"], name)
+        if rec.get("python_from"):
+            names.append(rec["python_from"])
+        plugins = plugin_names(docs["frameworks"], name)
+        if plugins:
+            names += plugins.projects(cuda_majors(docs["cuda"]))
     return names + list(cudnn_projects) + ["cuda-toolkit"]
 
 
