@@ -27,7 +27,7 @@ from ..resolve.stack import Pin
 
 PYPI = "https://pypi.org/simple"
 DIRECT = "direct"  # Pin.index of a requirement that names its own URL (a file, or git)
-_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git commit id: SHA-1, or SHA-256 repositories
+COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git commit id: SHA-1, or SHA-256 repositories
 _UV_ENV_DROP = re.compile(r"^(UV_|PIP_|VIRTUAL_ENV$|CONDA_PREFIX$)")
 _NETWORK = re.compile(r"Failed to fetch|error sending request|dns error|Connection refused|timed out", re.I)
 _GIT_NETWORK = re.compile(r"unable to access|Could not resolve|Couldn't connect|timed out|Connection refused", re.I)
@@ -211,7 +211,7 @@ def _vcs_pin(pkg: dict) -> Pin:
     """A git requirement, pinned to the commit uv resolved (`main` today -> that commit, for good)."""
     vcs = pkg["vcs"]
     commit = str(vcs.get("commit-id", ""))
-    if vcs.get("type") != "git" or not _COMMIT.fullmatch(commit):
+    if vcs.get("type") != "git" or not COMMIT.fullmatch(commit):
         raise CompileFailed(f"{pkg['name']}: a {vcs.get('type')} source without a commit id can't be locked", [])
     url = public_url(vcs["url"])
     ref = f"git+{url}@{commit}" + (f"#subdirectory={vcs['subdirectory']}" if vcs.get("subdirectory") else "")
@@ -256,16 +256,10 @@ def requirements_lines(pins) -> list[str]:
     out = []
     for p in pins:
         if p.vcs:
-            continue  # no file to hash: vcs_lines
+            continue  # no file to hash: installed from vcs-requirements.txt (image/render.py vcs_txt)
         url, sha = next(((u, h) for u, h in p.files if u.endswith(".whl")), p.files[0])
         out.append(f"{p.name} @ {url} --hash=sha256:{sha}")
     return out
-
-
-def vcs_lines(pins) -> list[str]:
-    """The git pins, `name @ git+URL@<commit id>`: installed with --no-deps after the hashed files (a
-    --require-hashes file can't hold them); the commit id is what makes two builds the same."""
-    return [f"{p.name} @ {p.vcs}" for p in pins if p.vcs]
 
 
 def why_not(exc: CompileFailed) -> str:
