@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -138,19 +137,21 @@ def not_a_file(path) -> str:
 
 def read_input(path: Path, *, limit: int = MAX_INPUT_BYTES, shown: str | None = None) -> bytes:
     """The bytes of a user's input file; `file: ...` InputErrors for a missing, odd, huge or unreadable one."""
-    shown = shown or display_path(path)
+    def fail(why: str):  # the name to show is worked out for an error only (a resolve reads ~50 files)
+        return located(shown or display_path(path), None, why)
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise located(shown, None, "file not found") from None
+        raise fail("file not found") from None
     except OSError as exc:
-        raise located(shown, None, f"cannot read: {exc.strerror or exc}") from None
+        raise fail(f"cannot read: {exc.strerror or exc}") from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
-            raise located(shown, None, "is a directory; expected a file")
+            raise fail("is a directory; expected a file")
         if not stat.S_ISREG(mode):
-            raise located(shown, None, "is not a regular file (a device, pipe or socket); expected a file")
+            raise fail("is not a regular file (a device, pipe or socket); expected a file")
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))
@@ -159,11 +160,11 @@ def read_input(path: Path, *, limit: int = MAX_INPUT_BYTES, shown: str | None = 
             chunks.append(chunk)
             size += len(chunk)
     except OSError as exc:
-        raise located(shown, None, f"cannot read: {exc.strerror or exc}") from None
+        raise fail(f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     if size > limit:
-        raise located(shown, None, f"larger than {limit >> 20} MiB; not an input file cudabox reads")
+        raise fail(f"larger than {limit >> 20} MiB; not an input file cudabox reads")
     return b"".join(chunks)
 
 
@@ -213,6 +214,8 @@ def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # here: a read-only command never loads it
+
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:  # a read-only project folder, a file where a folder should be: the user can fix it
         raise located(display_path(path), None, f"cannot write: {exc.strerror or exc}") from None

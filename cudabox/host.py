@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,8 +94,19 @@ def _from_nvml() -> tuple[str | None, list[HostGPU]] | None:
             pass
 
 
+def _on_path(name: str) -> str | None:
+    """shutil.which for a plain name: importing shutil (bz2, lzma...) costs more than a command's probe."""
+    for folder in os.get_exec_path():
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
 def _from_nvidia_smi() -> tuple[str | None, list[HostGPU]] | None:
-    exe = shutil.which("nvidia-smi")
+    import subprocess  # here: `resolve --no-host` does not pay for it
+
+    exe = _on_path("nvidia-smi")
     if not exe:
         return None
     try:

@@ -31,6 +31,24 @@ def test_this_machine_has_no_nvidia_driver(monkeypatch):
     assert not h.gpus and not h.ignored
 
 
+def test_nvidia_smi_on_the_path_describes_the_gpus(monkeypatch, tmp_path):
+    monkeypatch.delenv("CUDABOX_NO_HOST")
+    skipped, found = tmp_path / "a", tmp_path / "b"
+    skipped.mkdir()
+    found.mkdir()
+    (skipped / "nvidia-smi").write_text("#!/bin/sh\nexit 1\n")  # not executable: passed over, as `which` does
+    smi = found / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '550.54.15, NVIDIA H100 80GB HBM3, 9.0, GPU-1234, 81559'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{skipped}:{found}:/usr/bin:/bin")
+    monkeypatch.setattr(host, "_from_nvml", lambda: None)  # whatever this machine has installed
+    h = host.detect()
+    assert h.source in ("nvidia-smi", "/sys/module/nvidia/version", "/proc/driver/nvidia/version")
+    assert [(g.name, g.cc, g.memory_mib) for g in h.gpus] == [("NVIDIA H100 80GB HBM3", "9.0", 81559)]
+    monkeypatch.setenv("PATH", str(skipped))
+    assert host.detect().gpus == ()
+
+
 def test_host_driver_and_gpus_constrain_the_stack(monkeypatch, tmp_path, matrix):
     monkeypatch.delenv("CUDABOX_NO_HOST")
     monkeypatch.setenv("CUDABOX_DRIVER_VERSION", "470.82.01")
