@@ -48,15 +48,47 @@ def main(argv: list[str] | None = None) -> int:
         output.error(exc.format_message())
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
-        from ..errors import CudaboxError
+        return failed(exc, args)
 
-        if isinstance(exc, CudaboxError):
-            output.report_error(exc)
-            return exc.exit_code
-        if os.environ.get("CUDABOX_DEBUG"):
-            raise
-        output.error(f"internal error: {type(exc).__name__}: {exc} (set CUDABOX_DEBUG=1 for a traceback)")
-        return 70
+
+def plain(args: list[str]) -> int | None:
+    """A plain `cudabox resolve` (only flags from cli/flags.RESOLVE), run without typer (cli/flags.py says
+    why); None when typer must parse args. Ends like `main`: output, or one line and the exit code."""
+    from . import flags
+
+    values = flags.parse(flags.RESOLVE, args[1:]) if args[:1] == ["resolve"] else None
+    if values is None:
+        return None
+    from .. import interrupt
+
+    interrupt.reset()
+    try:
+        from .resolving import resolve
+
+        resolve(**values)
+        return 0
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("cudabox"):
+            return None  # a dependency is missing: entry.py says which, as for any command
+        return failed(exc, args)
+    except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - as in main
+        return failed(exc, args)
+
+
+def failed(exc: BaseException, args: list[str]) -> int:
+    """A command's failure as one line and its exit code: an interrupt, a CudaboxError, else exit 70."""
+    from .. import interrupt
+    from ..errors import CudaboxError
+
+    if isinstance(exc, KeyboardInterrupt):
+        return _interrupted(interrupt.find(exc), args)
+    if isinstance(exc, CudaboxError):
+        output.report_error(exc)
+        return exc.exit_code
+    if os.environ.get("CUDABOX_DEBUG"):
+        raise exc
+    output.error(f"internal error: {type(exc).__name__}: {exc} (set CUDABOX_DEBUG=1 for a traceback)")
+    return 70
 
 
 # What an interrupted command leaves behind, said in its one line.

@@ -1,15 +1,21 @@
-"""Options several commands share, declared once (the help text is the command reference's)."""
+"""Options several commands share, declared once (the help text is the command reference's); those that
+`cudabox resolve` takes are declared as data in cli/flags.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
-JSON = typer.Option(False, "--json", help="Print one JSON object for scripts (messages and progress go to stderr).")
-PROJECT = typer.Option(Path("."), "--project", "-C", metavar="DIR",
-                       help="Project directory (cudabox.yaml, cudabox.lock, and its .cudabox/matrices overlay).")
-NO_HOST = typer.Option(False, "--no-host", help="Ignore this host's driver and GPUs (also CUDABOX_NO_HOST=1).")
+from . import flags
+
+
+def option(flag: flags.Flag):
+    """The typer option for a flag declared in cli/flags.py."""
+    return typer.Option(None if flag.many else flag.default, *flag.names, metavar=flag.metavar, help=flag.help)
+
+
+JSON = option(flags.JSON)
+PROJECT = option(flags.PROJECT)
+NO_HOST = option(flags.NO_HOST)
 COMMAND = typer.Argument(None, metavar="-- CMD...", help="The command to run in the project's image.")
 IMAGE = typer.Option(None, "--image", metavar="REF", help="Run this image instead of the project's.")
 REGISTRY = typer.Option(None, "--registry", metavar="HOST/PATH", envvar="CUDABOX_REGISTRY",

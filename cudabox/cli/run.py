@@ -221,7 +221,7 @@ def _choose_variant(variants: list[str], default: str) -> str:
 def _print_plan(plan) -> None:
     from rich.markup import escape as e
 
-    from .resolve import print_stack
+    from .resolving import print_stack
 
     con, found = output.console(), plan.detected
     con.print(f"[bold]Read[/] {e(', '.join(found.sources)) or 'no dependency files'}")
