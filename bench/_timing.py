@@ -25,6 +25,19 @@ def command_ms(argv: list[str], repeat: int = 10, **kw) -> float:
     return median_ms(run, repeat)
 
 
+def interleaved_ms(commands: dict[str, list[str]], repeat: int = 15, **kw) -> dict[str, float]:
+    """Median wall time of each command, run in turn (A B C A B C ...): a machine whose speed drifts slows
+    all of them alike, so their ratios hold."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for round_ in range(repeat + 1):
+        for name, argv in commands.items():
+            t = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+            if round_:  # the first round warms the page cache and the compiled matrix
+                times[name].append((time.perf_counter() - t) * 1000)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def ensure_bytecode() -> str:
     """Compile cudabox's modules first, as installing it does (pip writes .pyc files): in a checkout run with
     PYTHONDONTWRITEBYTECODE=1 (CI, this sandbox) every command would otherwise compile every module it

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import PY, command_ms, ensure_bytecode, median_ms  # noqa: E402
+from _timing import PY, ensure_bytecode, interleaved_ms, median_ms  # noqa: E402
 
 from cudabox.knowledge import loader as matrix  # noqa: E402
 from cudabox.errors import Unsatisfiable  # noqa: E402
@@ -38,7 +38,12 @@ for label, request in CASES.items():
 print(f"resolve  {ensure_bytecode()}")
 cudabox = shutil.which("cudabox", path=str(Path(PY).parent)) or "cudabox"
 env = dict(os.environ, CUDABOX_NO_HOST="1")
-e2e = command_ms([cudabox, "resolve", "--with", "torch", "--gpu", "A100", "--json"], repeat=7, env=env)
-base = command_ms([PY, "-c", "pass"], repeat=7)
-print(f"resolve  `cudabox resolve --with torch --gpu A100 --json` end to end {e2e:7.1f} ms   target < 100 ms "
-      f"(median of 7, compiled matrix cached; python -c pass {base:.1f} ms: ratio {e2e / base:.1f}x)")
+query = ["resolve", "--with", "torch", "--gpu", "A100", "--json"]
+ms = interleaved_ms({"plain": [cudabox, *query],
+                     "typer": [cudabox, "resolve", "-wtorch", *query[3:]],  # -wtorch: a form only typer parses
+                     "python": [PY, "-c", "pass"]}, repeat=21, env=env)
+print(f"resolve  `cudabox {' '.join(query)}` end to end {ms['plain']:7.1f} ms   target < 100 ms "
+      f"(median of 21, runs interleaved, compiled matrix cached; python -c pass {ms['python']:.1f} ms: "
+      f"ratio {ms['plain'] / ms['python']:.1f}x)")
+print(f"resolve  the same query parsed by typer (`-wtorch`)            {ms['typer']:7.1f} ms   "
+      f"(the plain path without typer: {ms['plain'] / ms['typer']:.2f}x of it)")
