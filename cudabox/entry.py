@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         # like click: asked for, the help goes to stdout; for a bare `cudabox`, to stderr (exit 0 both)
         (sys.stdout if args else sys.stderr).write(root_help())
         return 0
-    if args[:1] == ["resolve"] and "_CUDABOX_COMPLETE" not in os.environ:
+    if "_CUDABOX_COMPLETE" not in os.environ:
         from .cli import plain  # a plain `resolve` runs without typer (cli/flags.py says why)
 
         rc = plain(args)

@@ -11,7 +11,9 @@ from .options import JSON, NO_HOST, PROJECT as DIRECTORY, option
 from .resolving import print_stack
 from .root import app
 
-WITH, PYTHON, GPU, DRIVER, CUDA, CUDNN, FLAVOUR, FORWARD, EOL = (option(f) for f in flags.RESOLVE[:9])
+WITH, PYTHON, GPU, DRIVER, CUDA, CUDNN, FLAVOUR, FORWARD, EOL = map(option, (
+    flags.WITH, flags.PYTHON, flags.GPU, flags.DRIVER, flags.CUDA, flags.CUDNN, flags.FLAVOUR, flags.FORWARD,
+    flags.EOL))
 
 
 @app.command()
@@ -49,8 +51,8 @@ def lock(check: bool = typer.Option(False, "--check",
         why = check_lock(project, build_inputs=True)
         output.emit_json({"stale": False, "detail": why}) if json else print(why)
         return
-    spec = resolving.spec(project, None, python=python, gpu=gpu, driver=driver, cuda=cuda, cudnn=cudnn, flavour=flavour,
-                 forward=allow_forward_compat, refuse_eol=refuse_eol_images)
+    spec = resolving.spec(project, None, python=python, gpu=gpu, driver=driver, cuda=cuda, cudnn=cudnn,
+                          flavour=flavour, forward=allow_forward_compat, refuse_eol=refuse_eol_images)
     previous = None
     if (project / LOCK_FILE).exists() and not upgrade:
         try:
