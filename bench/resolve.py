@@ -1,10 +1,15 @@
-"""Median in-process resolve time over the whole matrix (target < 50 ms) and `cudabox resolve` end to end (< 0.5 s)."""
+"""Median in-process resolve time over the whole matrix (target < 50 ms) and `cudabox resolve --json` end to end
+(target < 100 ms). `--against REV` also times the same command from a git revision of cudabox (e.g. the
+code before issue 16's speed work: `--against b15afec^1`), both run the same way, interleaved: a ratio that
+holds on a machine whose speed drifts."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -47,3 +52,23 @@ print(f"resolve  `cudabox {' '.join(query)}` end to end {ms['plain']:7.1f} ms   
       f"ratio {ms['plain'] / ms['python']:.1f}x)")
 print(f"resolve  the same query parsed by typer (`-wtorch`)            {ms['typer']:7.1f} ms   "
       f"(the plain path without typer: {ms['plain'] / ms['typer']:.2f}x of it)")
+
+if "--against" in sys.argv:
+    rev = sys.argv[sys.argv.index("--against") + 1]
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp) / "old"
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(old), rev], check=True,
+                       capture_output=True)
+        try:
+            import compileall
+
+            compileall.compile_dir(str(old / "cudabox"), quiet=1)
+            launch = [PY, "-m", "cudabox", *query]  # each tree first on the path: the same launcher for both
+            ms = interleaved_ms({"new": ["env", f"PYTHONPATH={root}", *launch],
+                                 "old": ["env", f"PYTHONPATH={old}", *launch]}, repeat=21, env=env, cwd=tmp)
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(old)], check=False,
+                           capture_output=True)
+    print(f"resolve  the same query, this tree vs {rev}: {ms['new']:.1f} ms vs {ms['old']:.1f} ms "
+          f"(ratio {ms['new'] / ms['old']:.2f}; median of 21, interleaved)")
