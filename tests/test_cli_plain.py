@@ -21,14 +21,12 @@ VALUES = ["torch", "A100", "3.11", "", "=x", "-x", "--json", "a b", "torch[cuda]
 
 def click_params(argv: list[str]) -> dict | None:
     """What click (typer's command) parses from argv; None when it refuses."""
-    import typer
-
     from cudabox.cli.root import load
 
     command = load("resolve")
     try:
         ctx = command.make_context("resolve", list(argv))
-    except (typer.Exit, Exception):  # click's UsageError / BadParameter, --help's Exit
+    except Exception:  # click's UsageError / BadParameter, --help's Exit
         return None
     return ctx.params
 
