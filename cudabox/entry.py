@@ -28,18 +28,13 @@ def main(argv: list[str] | None = None) -> int:
         # like click: asked for, the help goes to stdout; for a bare `cudabox`, to stderr (exit 0 both)
         (sys.stdout if args else sys.stderr).write(root_help())
         return 0
-    if "_CUDABOX_COMPLETE" not in os.environ:
-        from .cli import plain  # a plain `resolve` runs without typer (cli/flags.py says why)
-
-        rc = plain(args)
-        if rc is not None:
-            settled()
-            gc.freeze()
-            return rc
     try:
-        import typer  # noqa: F401 - the command tree's (cli/ imports it inside main): without it, only `check` runs
+        from .cli import main as cli_main, plain
 
-        from .cli import main as cli_main
+        # a plain `resolve` runs without typer (cli/flags.py says why); plain() runs it or answers None
+        rc = plain(args) if "_CUDABOX_COMPLETE" not in os.environ else None
+        if rc is None:
+            import typer  # noqa: F401 - the command tree's (cli/ imports it inside main): without it, only `check` runs
     except ImportError as exc:  # typer, rich... missing: only `check` can run
         if args[:1] == ["check"]:
             return plain_check(args[1:])
@@ -49,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # a signal while starting up: nothing to clean yet
         sys.stderr.write(f"cudabox: error: interrupted ({getattr(exc, 'name', 'SIGINT')}) while starting\n")
         return getattr(exc, "exit_code", 130)
-    rc = cli_main(args)
+    if rc is None:
+        rc = cli_main(args)
     settled()  # done: the exit code stands, whatever arrives from now on
     gc.freeze()  # what is left is freed at exit without the collector walking it first (~10 ms: the matrix)
     return rc
